@@ -1,0 +1,115 @@
+// GGUF v3 reader (mmap, every field validated) and writer.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "engine/gguf/ggml_types.hpp"
+
+namespace epyctune::engine::gguf {
+
+// A malformed file. what() names the file, the byte offset and the field
+// ("tensor 'blk.3.attn_q.weight': data offset 0x... past end of file").
+class FormatError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class ValueType : uint32_t {
+  U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, BOOL = 7,
+  STRING = 8, ARRAY = 9, U64 = 10, I64 = 11, F64 = 12,
+};
+
+struct Value;
+struct Array {
+  ValueType elem_type = ValueType::U8;
+  std::vector<Value> items;  // strings/ints/floats of one type
+};
+struct Value {
+  ValueType type = ValueType::U8;
+  std::variant<uint64_t, int64_t, double, bool, std::string, std::shared_ptr<Array>> v;
+};
+
+struct TensorInfo {
+  std::string name;
+  GgmlType type = GgmlType::F32;
+  int n_dims = 0;
+  int64_t ne[4] = {1, 1, 1, 1};  // ne[0] = row length (contiguous), as ggml
+  uint64_t offset = 0;           // relative to the data section
+  const uint8_t* data = nullptr; // into the mapping
+  size_t nbytes = 0;
+  int64_t n_elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
+  int64_t n_rows() const { return ne[1] * ne[2] * ne[3]; }
+};
+
+class File {
+ public:
+  static std::unique_ptr<File> open(const std::filesystem::path& path);
+  // Parses a buffer the caller keeps alive (fuzzing, tests).
+  static std::unique_ptr<File> parse(std::span<const uint8_t> bytes, std::string name = "<memory>");
+  ~File();
+
+  const std::string& path() const { return path_; }
+  uint32_t version() const { return version_; }
+  size_t alignment() const { return alignment_; }
+  const std::vector<std::pair<std::string, Value>>& metadata() const { return kv_; }
+  const Value* find(std::string_view key) const;
+  // Typed getters: nullopt when absent; FormatError when present with another type.
+  std::optional<uint64_t> get_uint(std::string_view key) const;
+  std::optional<int64_t> get_int(std::string_view key) const;
+  std::optional<double> get_float(std::string_view key) const;
+  std::optional<bool> get_bool(std::string_view key) const;
+  std::optional<std::string> get_string(std::string_view key) const;
+  const Array* get_array(std::string_view key) const;
+
+  const std::vector<TensorInfo>& tensors() const { return tensors_; }
+  const TensorInfo* tensor(std::string_view name) const;
+  std::span<const uint8_t> bytes() const { return {base_, size_}; }
+
+ private:
+  File() = default;
+  std::string path_;
+  uint32_t version_ = 0;
+  size_t alignment_ = 32;
+  std::vector<std::pair<std::string, Value>> kv_;
+  std::vector<TensorInfo> tensors_;
+  const uint8_t* base_ = nullptr;
+  size_t size_ = 0;
+  void* map_ = nullptr;  // munmap'd in the destructor when owned
+  size_t map_len_ = 0;
+};
+
+// Streams a GGUF v3 file: metadata first, then tensor infos, then data, each
+// tensor aligned; tensors are written as added so 7B models never sit in RAM twice.
+class Writer {
+ public:
+  Writer();
+  void set(std::string key, Value v);
+  void set_u32(std::string key, uint32_t v);
+  void set_f32(std::string key, float v);
+  void set_bool(std::string key, bool v);
+  void set_string(std::string key, std::string v);
+  void set_string_array(std::string key, std::vector<std::string> v);
+  void set_f32_array(std::string key, std::vector<float> v);
+  void set_i32_array(std::string key, std::vector<int32_t> v);
+  // Declare every tensor (name, type, dims) before write_header().
+  void add_tensor(std::string name, GgmlType type, std::vector<int64_t> ne);
+  void begin(const std::filesystem::path& path);  // writes header + infos
+  void write_tensor_data(std::string_view name, std::span<const uint8_t> data);  // in declared order
+  void finish();  // fsync + close
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+ public:
+  ~Writer();
+};
+
+}  // namespace epyctune::engine::gguf

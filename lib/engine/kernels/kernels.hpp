@@ -1,0 +1,58 @@
+// Compute kernels: a scalar reference for every op (the test oracle) and
+// AVX2 / AVX-512 (VNNI) versions picked at run time.
+//
+// Matrix-vector products follow the integer-dot-product design of the lean
+// engines: activations are quantized once per matmul (Q8_0 blocks for Q4_0/Q8_0
+// weights, Q8_K blocks for Q4_K/Q6_K, f32 for float weights) and then dotted
+// against each weight row. A batch of n_tokens activation rows is processed per
+// weight block loaded, so verifying K tokens reads the weights once.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "engine/gguf/ggml_types.hpp"
+
+namespace epyctune::engine::kernels {
+
+enum class Isa { scalar = 0, avx2 = 1, avx512 = 2, avx512vnni = 3 };
+const char* isa_name(Isa isa);
+Isa best_isa();           // what this CPU supports (cpuid + xgetbv)
+Isa active_isa();         // what dispatch uses now (default best_isa())
+void set_isa(Isa isa);    // tests and --isa; throws if the CPU lacks it
+
+// Reference conversions (also used by mkmodel). n is a multiple of the block size.
+void quantize_row(GgmlType t, const float* src, void* dst, int64_t n);
+void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n);
+
+// Activations prepared for one matmul: n_tokens rows of k elements.
+struct Acts {
+  GgmlType weight_type = GgmlType::F32;  // what they were prepared for
+  GgmlType vec_type = GgmlType::F32;     // Q8_0, Q8_K or F32
+  int n_tokens = 0;
+  int64_t k = 0;
+  size_t row_bytes = 0;                  // stride between token rows in data
+  std::vector<uint8_t, std::allocator<uint8_t>> data;  // 64-byte aligned use via aligned()
+  const uint8_t* row(int t) const;
+};
+void prepare_acts(GgmlType weight_type, const float* x, int n_tokens, int64_t k, Acts& out);
+
+// y[t * ldy + r] = dot(W[r, :], x_t) for rows r in [r0, r1) and all tokens.
+// W rows are w_row_bytes apart. Thread-safe for disjoint row ranges.
+void matmul_rows(GgmlType wtype, const void* w, size_t w_row_bytes, const Acts& acts, float* y,
+                 int64_t ldy, int64_t r0, int64_t r1);
+
+// Elementwise / reduction ops on f32.
+void rmsnorm(float* out, const float* x, const float* weight, int64_t n, float eps);
+void softmax(float* x, int64_t n);
+void silu_mul(float* gate_inout, const float* up, int64_t n);  // gate = silu(gate) * up
+void add(float* y, const float* x, int64_t n);                 // y += x
+float dot_f32(const float* a, const float* b, int64_t n);
+void axpy(float* y, float a, const float* x, int64_t n);       // y += a * x
+// NeoX- or normal-style rotary embedding on one head vector of head_dim,
+// position pos; cos/sin computed from freq_base and freq_scale.
+void rope(float* head, int head_dim, int n_rot, int pos, float freq_base, float freq_scale,
+          bool neox);
+
+}  // namespace epyctune::engine::kernels
