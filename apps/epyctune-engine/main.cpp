@@ -1,0 +1,17 @@
+// epyctune-engine: the bundled GGUF inference engine. Subcommands live in cmd_*.cpp.
+#include <CLI/CLI.hpp>
+
+#include "apps/epyctune-engine/commands.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"epyctune-engine: llama-family GGUF inference with CCD-partitioned speculative decoding"};
+  app.require_subcommand(1);
+  epyctune::engine_cli::GlobalOptions global;
+  for (auto* reg : epyctune::engine_cli::registry()) reg(app, global);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return global.exit_code;
+}
