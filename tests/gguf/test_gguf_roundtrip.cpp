@@ -114,3 +114,30 @@ TEST_CASE("the shared llama SPM vocabulary parses") {
   CHECK(toks->items.size() == 32000);
   CHECK(f->tensors().empty());
 }
+
+TEST_CASE("rewriting the shared vocabulary reproduces the reference writer's bytes exactly") {
+  // The shared file was written by llama.cpp's gguf-py; producing the same
+  // bytes from the same metadata shows the writer follows the spec as other
+  // GGUF tools read it.
+  const std::string src_path = EPYCTUNE_SHARED_VOCAB_DIR "/ggml-vocab-llama-spm.gguf";
+  auto src = File::open(src_path);
+  epyctune::testing::TempDir dir;
+  const auto path = dir.path() / "copy.gguf";
+  Writer w;
+  for (const auto& [k, v] : src->metadata()) w.set(k, v);
+  w.begin(path);
+  w.finish();
+  std::ifstream in(path, std::ios::binary);
+  std::vector<uint8_t> got((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto want = src->bytes();
+  CHECK(got.size() == want.size());
+  REQUIRE(got.size() >= std::min(got.size(), want.size()));
+  const size_t n = std::min(got.size(), want.size());
+  size_t first_diff = n;
+  for (size_t i = 0; i < n; ++i)
+    if (got[i] != want[i]) {
+      first_diff = i;
+      break;
+    }
+  CHECK(first_diff == n);
+}

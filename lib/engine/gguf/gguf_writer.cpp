@@ -291,7 +291,8 @@ void Writer::begin(const std::filesystem::path& path) {
     m.put(static_cast<uint32_t>(t.type));
     m.put(t.offset);
   }
-  m.pad();
+  // gguf-py leaves a tensor-less (vocabulary-only) file unpadded; so do we.
+  if (!m.tensors.empty()) m.pad();
 }
 
 void Writer::write_tensor_data(std::string_view name, std::span<const uint8_t> data) {
