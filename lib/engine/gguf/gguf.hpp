@@ -38,6 +38,9 @@ enum class ValueType : uint32_t {
   F64 = 12,
 };
 
+// "u32", "string", ... for messages.
+std::string_view value_type_name(ValueType t);
+
 struct Value;
 struct Array {
   ValueType elem_type = ValueType::U8;
