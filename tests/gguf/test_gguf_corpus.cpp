@@ -35,8 +35,8 @@ std::string load_error(std::span<const uint8_t> bytes, const std::string& name) 
 }  // namespace
 
 TEST_CASE("the valid tiny file the corpus derives from loads") {
-  const auto bytes = slurp(EPYCTUNE_GGUF_CORPUS_DIR "/../valid_tiny.gguf");
-  auto f = gguf::File::parse(bytes, "valid_tiny.gguf");
+  const auto bytes = slurp(EPYCTUNE_GGUF_CORPUS_DIR "/../valid_tiny.bin");
+  auto f = gguf::File::parse(bytes, "valid_tiny.bin");
   CHECK(f->tensors().size() == 3);
   CHECK(f->tensor("t2")->nbytes == 18);
   CHECK(f->tensor("t2")->data + 18 == bytes.data() + bytes.size());
