@@ -88,6 +88,17 @@ def main():
     v = valid()
     with open(os.path.join(HERE, "valid_tiny.bin"), "wb") as fh:
         fh.write(v)
+    # A gpt2 (byte-level BPE, llama3 pre-tokenizer) twin, to seed the fuzzer on the BPE path.
+    bpe_kvs = [k for k in base_kvs() if not k[8:].startswith(b"tokenizer.")] + [
+        kv("tokenizer.ggml.model", STRING, "gpt2"),
+        kv("tokenizer.ggml.pre", STRING, "llama3"),
+        kv("tokenizer.ggml.tokens", ARRAY, (STRING, ["a", "b", "\u0120", "ab", "\u0120a", "<|eot_id|>"])),
+        kv("tokenizer.ggml.token_type", ARRAY, (I32, [1, 1, 1, 1, 1, 3])),
+        kv("tokenizer.ggml.merges", ARRAY, (STRING, ["a b", "\u0120 a"])),
+        kv("tokenizer.ggml.bos_token_id", U32, 5),
+    ]
+    with open(os.path.join(HERE, "valid_tiny_gpt2.bin"), "wb") as fh:
+        fh.write(gguf(bpe_kvs, base_infos(), DATA))
     # Every cut ends inside a field or before t2's data ends, so all must fail.
     # All cuts in the header, then every 4th byte (each field is still cut somewhere).
     for cut in list(range(0, 64)) + list(range(64, len(v), 4)) + [len(v) - 1]:

@@ -45,6 +45,16 @@ TEST_CASE("the valid tiny file the corpus derives from loads") {
   CHECK(tok->encode("a", false) == std::vector<int32_t>{3});
 }
 
+TEST_CASE("the gpt2 twin of the valid tiny file loads and merges") {
+  const auto bytes = slurp(EPYCTUNE_GGUF_CORPUS_DIR "/../valid_tiny_gpt2.bin");
+  auto f = gguf::File::parse(bytes, "valid_tiny_gpt2.bin");
+  auto tok = Tokenizer::from_gguf(*f);
+  CHECK(tok->kind() == Tokenizer::Kind::Bpe);
+  // "ab a": pre-tokens "ab" and " a" (mapped "Ġa"), both whole tokens, taken as is.
+  CHECK(tok->encode("ab a", true) == std::vector<int32_t>{5, 3, 4});
+  CHECK(tok->is_eog(5));
+}
+
 TEST_CASE("every malformed corpus file fails cleanly with a FormatError naming the problem") {
   std::ifstream idx(EPYCTUNE_GGUF_CORPUS_DIR "/expect.tsv");
   REQUIRE(idx);
