@@ -21,6 +21,16 @@ uint64_t align_up(uint64_t x, uint64_t a) {
   return (x + a - 1) / a * a;
 }
 
+// Built step by step rather than as an aggregate: GCC's -Wmaybe-uninitialized
+// misfires on brace-initialised variants under -fsanitize=address.
+template <typename T>
+Value make_value(ValueType t, T&& x) {
+  Value v;
+  v.type = t;
+  v.v.emplace<std::decay_t<T>>(std::forward<T>(x));
+  return v;
+}
+
 }  // namespace
 
 struct Writer::Impl {
@@ -188,46 +198,46 @@ void Writer::set(std::string key, Value v) {
 }
 
 void Writer::set_u32(std::string key, uint32_t v) {
-  set(std::move(key), Value{ValueType::U32, uint64_t{v}});
+  set(std::move(key), make_value(ValueType::U32, uint64_t{v}));
 }
 void Writer::set_u64(std::string key, uint64_t v) {
-  set(std::move(key), Value{ValueType::U64, v});
+  set(std::move(key), make_value(ValueType::U64, v));
 }
 void Writer::set_i32(std::string key, int32_t v) {
-  set(std::move(key), Value{ValueType::I32, int64_t{v}});
+  set(std::move(key), make_value(ValueType::I32, int64_t{v}));
 }
 void Writer::set_f32(std::string key, float v) {
-  set(std::move(key), Value{ValueType::F32, double{v}});
+  set(std::move(key), make_value(ValueType::F32, double{v}));
 }
 void Writer::set_bool(std::string key, bool v) {
-  set(std::move(key), Value{ValueType::BOOL, v});
+  set(std::move(key), make_value(ValueType::BOOL, v));
 }
 void Writer::set_string(std::string key, std::string v) {
-  set(std::move(key), Value{ValueType::STRING, std::move(v)});
+  set(std::move(key), make_value(ValueType::STRING, std::move(v)));
 }
 
 void Writer::set_string_array(std::string key, std::vector<std::string> v) {
   auto a = std::make_shared<Array>();
   a->elem_type = ValueType::STRING;
   a->items.reserve(v.size());
-  for (auto& s : v) a->items.push_back(Value{ValueType::STRING, std::move(s)});
-  set(std::move(key), Value{ValueType::ARRAY, std::move(a)});
+  for (auto& s : v) a->items.push_back(make_value(ValueType::STRING, std::move(s)));
+  set(std::move(key), make_value(ValueType::ARRAY, std::move(a)));
 }
 
 void Writer::set_f32_array(std::string key, std::vector<float> v) {
   auto a = std::make_shared<Array>();
   a->elem_type = ValueType::F32;
   a->items.reserve(v.size());
-  for (float f : v) a->items.push_back(Value{ValueType::F32, double{f}});
-  set(std::move(key), Value{ValueType::ARRAY, std::move(a)});
+  for (float f : v) a->items.push_back(make_value(ValueType::F32, double{f}));
+  set(std::move(key), make_value(ValueType::ARRAY, std::move(a)));
 }
 
 void Writer::set_i32_array(std::string key, std::vector<int32_t> v) {
   auto a = std::make_shared<Array>();
   a->elem_type = ValueType::I32;
   a->items.reserve(v.size());
-  for (int32_t i : v) a->items.push_back(Value{ValueType::I32, int64_t{i}});
-  set(std::move(key), Value{ValueType::ARRAY, std::move(a)});
+  for (int32_t i : v) a->items.push_back(make_value(ValueType::I32, int64_t{i}));
+  set(std::move(key), make_value(ValueType::ARRAY, std::move(a)));
 }
 
 void Writer::add_tensor(std::string name, GgmlType type, std::vector<int64_t> ne) {
