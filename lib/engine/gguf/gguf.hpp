@@ -46,6 +46,8 @@ struct Array {
   ValueType elem_type = ValueType::U8;
   std::vector<Value> items;  // strings/ints/floats of one type
 };
+// v holds uint64_t for U8/U16/U32/U64, int64_t for I8..I64, double for
+// F32/F64, bool, std::string, or the array; type keeps the on-disk width.
 struct Value {
   ValueType type = ValueType::U8;
   std::variant<uint64_t, int64_t, double, bool, std::string, std::shared_ptr<Array>> v;
@@ -65,6 +67,8 @@ struct TensorInfo {
 
 class File {
  public:
+  // mmaps and validates the whole file. std::runtime_error when it cannot be
+  // opened or mapped; FormatError (file, byte offset, field) when malformed.
   static std::unique_ptr<File> open(const std::filesystem::path& path);
   // Parses a buffer the caller keeps alive (fuzzing, tests).
   static std::unique_ptr<File> parse(std::span<const uint8_t> bytes, std::string name = "<memory>");
