@@ -140,3 +140,16 @@ TEST_CASE("rewriting the shared vocabulary reproduces the reference writer's byt
     }
   CHECK(first_diff == n);
 }
+
+TEST_CASE("an unfinished writer leaves no file behind") {
+  epyctune::testing::TempDir dir;
+  const auto path = dir.path() / "half.gguf";
+  {
+    Writer w;
+    w.add_tensor("x", GgmlType::F32, {4});
+    w.begin(path);
+    CHECK(std::filesystem::exists(dir.path() / "half.gguf.partial"));
+  }
+  CHECK_FALSE(std::filesystem::exists(path));
+  CHECK_FALSE(std::filesystem::exists(dir.path() / "half.gguf.partial"));
+}

@@ -125,7 +125,9 @@ class Writer {
   void set_i32_array(std::string key, std::vector<int32_t> v);
   // Declare every tensor (name, type, dims; ne[0] first as ggml) before begin().
   void add_tensor(std::string name, GgmlType type, std::vector<int64_t> ne);
-  void begin(const std::filesystem::path& path);  // writes header + infos
+  // Writes header + infos to PATH.partial; finish() renames it to PATH, and a
+  // Writer destroyed before finish() removes it.
+  void begin(const std::filesystem::path& path);
   void write_tensor_data(std::string_view name,
                          std::span<const uint8_t> data);  // in declared order
   void finish();                                          // fsync + close

@@ -44,7 +44,8 @@ struct Writer::Impl {
   std::vector<std::pair<std::string, Value>> kv;
   std::vector<Decl> tensors;
   std::unordered_set<std::string> tensor_names;
-  std::string path;
+  std::string path;      // final name
+  std::string tmp_path;  // written here, renamed to path by finish()
   int fd = -1;
   uint64_t written = 0;  // bytes in the file so far
   size_t next = 0;       // index of the next tensor whose data is expected
@@ -184,7 +185,12 @@ struct Writer::Impl {
 Writer::Writer() : impl_(std::make_unique<Impl>()) {}
 
 Writer::~Writer() {
-  if (impl_ && impl_->fd >= 0) ::close(impl_->fd);
+  // Not finished (an exception, an early return): drop the partial file so a
+  // half-written model never sits where a good one is expected.
+  if (impl_ && impl_->fd >= 0) {
+    ::close(impl_->fd);
+    ::unlink(impl_->tmp_path.c_str());
+  }
 }
 
 void Writer::set(std::string key, Value v) {
@@ -282,9 +288,11 @@ void Writer::begin(const std::filesystem::path& path) {
     off = align_up(off + t.nbytes, m.alignment);
   }
   m.path = path.string();
-  m.fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  m.tmp_path = m.path + ".partial";
+  m.fd = ::open(m.tmp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (m.fd < 0)
-    throw std::runtime_error(fmt::format("{}: cannot create: {}", m.path, std::strerror(errno)));
+    throw std::runtime_error(
+        fmt::format("{}: cannot create: {}", m.tmp_path, std::strerror(errno)));
   m.put("GGUF", 4);
   m.put(uint32_t{3});
   m.put(static_cast<uint64_t>(m.tensors.size()));
@@ -339,6 +347,12 @@ void Writer::finish() {
     throw std::runtime_error(fmt::format("{}: close failed: {}", m.path, std::strerror(errno)));
   }
   m.fd = -1;
+  if (::rename(m.tmp_path.c_str(), m.path.c_str()) != 0) {
+    const int e = errno;
+    ::unlink(m.tmp_path.c_str());
+    throw std::runtime_error(
+        fmt::format("{}: cannot rename {} into place: {}", m.path, m.tmp_path, std::strerror(e)));
+  }
 }
 
 }  // namespace epyctune::engine::gguf

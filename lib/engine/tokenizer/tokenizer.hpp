@@ -49,6 +49,7 @@ class Tokenizer {
   int32_t bos() const;
   int32_t eos() const;
   int32_t unk() const;  // -1 when the vocabulary has none
+  int32_t pad() const;  // -1 when the vocabulary has none
   int n_vocab() const;
   bool is_eog(int32_t id) const;  // end of generation: eos, eot, and their kin
   Kind kind() const;
