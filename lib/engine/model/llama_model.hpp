@@ -60,6 +60,7 @@ class LlamaModel : public CausalLM {
   int n_ctx() const override { return n_ctx_; }
   int pos() const override { return pos_; }
   // Throws std::out_of_range past n_ctx() or for a token id outside [0, n_vocab).
+  // logits may be null: the tokens only extend the cache (no output head).
   void forward(std::span<const int32_t> tokens, float* logits) override;
   void truncate(int pos) override;
 
@@ -89,6 +90,7 @@ class LlamaModel : public CausalLM {
   LlamaConfig cfg_;
   int n_ctx_ = 0;
   int pos_ = 0;
+  int max_batch_ = 64;
   LoadReport load_;
   std::unique_ptr<Impl> impl_;
 };

@@ -68,8 +68,12 @@ struct WriteOptions {
 
 // The default weights: seeded, approximately normal values (Irwin-Hall of 4
 // uniforms) with std 1/sqrt(ne0) for matrices (activations keep unit scale
-// through every layer), std 1 for token_embd, and 1 for norms.
-TensorFiller seeded_filler(uint64_t seed);
+// through every layer), 3/sqrt(ne0) for the output head (logit std ~3),
+// std 1 for token_embd (3/sqrt(dim) when tied to the head), and 1 for norms.
+// Each row is seeded from (seed, tensor name, row): any thread count gives the
+// same file.
+TensorFiller seeded_filler(uint64_t seed, const ModelShape& shape);
+TensorFiller seeded_filler(uint64_t seed);  // for an untied shape
 
 // Writes a llama-architecture GGUF v3 file, streaming tensor by tensor (peak
 // memory ~ one quantised tensor + a chunk of f32 rows per thread).
@@ -80,7 +84,10 @@ void write_model(const std::filesystem::path& path, const ModelShape& shape,
 void write_model(const std::filesystem::path& path, const ModelShape& shape, GgmlType quant,
                  uint64_t seed, const VocabSource& vocab = {});
 
-// The tensor type used for `tensor_name` (ne0 = row length) under `quant`.
-GgmlType tensor_type_for(std::string_view quant, std::string_view tensor_name, int64_t ne0);
+// The tensor type used for `tensor_name` (ne0 = row length) under `quant` in a
+// model of n_layers layers (q4_k_m picks Q6_K layers as llama.cpp's use_more_bits;
+// n_layers 0 = all of them).
+GgmlType tensor_type_for(std::string_view quant, std::string_view tensor_name, int64_t ne0,
+                         int n_layers = 0);
 
 }  // namespace epyctune::engine
