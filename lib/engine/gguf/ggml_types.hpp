@@ -31,6 +31,8 @@ struct TypeTraits {
 std::optional<TypeTraits> type_traits(uint32_t raw);
 const TypeTraits& traits(GgmlType t);
 std::optional<GgmlType> type_from_name(std::string_view name);  // "q4_0", "Q4_K", "f16", ...
+// ggml's name for any type number, supported or not ("q5_k"), for error messages.
+std::string_view ggml_type_name(uint32_t raw);
 
 // Bytes of a row of n elements; n must be a multiple of block_elems.
 inline size_t row_size(GgmlType t, int64_t n) {

@@ -23,8 +23,19 @@ class FormatError : public std::runtime_error {
 };
 
 enum class ValueType : uint32_t {
-  U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, BOOL = 7,
-  STRING = 8, ARRAY = 9, U64 = 10, I64 = 11, F64 = 12,
+  U8 = 0,
+  I8 = 1,
+  U16 = 2,
+  I16 = 3,
+  U32 = 4,
+  I32 = 5,
+  F32 = 6,
+  BOOL = 7,
+  STRING = 8,
+  ARRAY = 9,
+  U64 = 10,
+  I64 = 11,
+  F64 = 12,
 };
 
 struct Value;
@@ -41,9 +52,9 @@ struct TensorInfo {
   std::string name;
   GgmlType type = GgmlType::F32;
   int n_dims = 0;
-  int64_t ne[4] = {1, 1, 1, 1};  // ne[0] = row length (contiguous), as ggml
-  uint64_t offset = 0;           // relative to the data section
-  const uint8_t* data = nullptr; // into the mapping
+  int64_t ne[4] = {1, 1, 1, 1};   // ne[0] = row length (contiguous), as ggml
+  uint64_t offset = 0;            // relative to the data section
+  const uint8_t* data = nullptr;  // into the mapping
   size_t nbytes = 0;
   int64_t n_elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
   int64_t n_rows() const { return ne[1] * ne[2] * ne[3]; }
@@ -72,9 +83,13 @@ class File {
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   const TensorInfo* tensor(std::string_view name) const;
   std::span<const uint8_t> bytes() const { return {base_, size_}; }
+  // Absolute file offset where the (aligned) tensor data section starts.
+  size_t data_offset() const { return data_offset_; }
 
  private:
   File() = default;
+  static void parse_into(File& f, std::span<const uint8_t> bytes);
+  size_t data_offset_ = 0;
   std::string path_;
   uint32_t version_ = 0;
   size_t alignment_ = 32;
@@ -93,21 +108,25 @@ class Writer {
   Writer();
   void set(std::string key, Value v);
   void set_u32(std::string key, uint32_t v);
+  void set_u64(std::string key, uint64_t v);
+  void set_i32(std::string key, int32_t v);
   void set_f32(std::string key, float v);
   void set_bool(std::string key, bool v);
   void set_string(std::string key, std::string v);
   void set_string_array(std::string key, std::vector<std::string> v);
   void set_f32_array(std::string key, std::vector<float> v);
   void set_i32_array(std::string key, std::vector<int32_t> v);
-  // Declare every tensor (name, type, dims) before write_header().
+  // Declare every tensor (name, type, dims; ne[0] first as ggml) before begin().
   void add_tensor(std::string name, GgmlType type, std::vector<int64_t> ne);
   void begin(const std::filesystem::path& path);  // writes header + infos
-  void write_tensor_data(std::string_view name, std::span<const uint8_t> data);  // in declared order
-  void finish();  // fsync + close
+  void write_tensor_data(std::string_view name,
+                         std::span<const uint8_t> data);  // in declared order
+  void finish();                                          // fsync + close
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+
  public:
   ~Writer();
 };
