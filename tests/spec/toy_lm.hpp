@@ -33,6 +33,7 @@ class ToyLM final : public engine::CausalLM {
       const uint64_t prev = h_.empty() ? 0x1234567ULL : h_.back();
       const uint64_t h = mix(prev ^ (static_cast<uint64_t>(tokens[i]) + 1) * 0x9e3779b97f4a7c15ULL);
       h_.push_back(h);
+      if (logits == nullptr) continue;  // cache only, as LlamaModel allows
       float* row = logits + i * static_cast<size_t>(vocab_);
       for (int v = 0; v < vocab_; ++v) {
         row[v] = sharp_ * unit(h, static_cast<uint64_t>(v), 1);

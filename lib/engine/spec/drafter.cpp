@@ -6,8 +6,12 @@
 namespace epyctune::engine::spec {
 
 Drafter::Drafter(CausalLM* model, LookupOptions lookup, sampling::SamplerParams params,
-                 int max_batch)
-    : model_(model), lookup_(lookup), params_(params), max_batch_(std::max(1, max_batch)) {
+                 int max_batch, bool null_logits_ok)
+    : model_(model),
+      lookup_(lookup),
+      params_(params),
+      max_batch_(std::max(1, max_batch)),
+      null_logits_ok_(null_logits_ok) {
   if (model_ && model_->pos() != 0) model_->truncate(0);
 }
 
@@ -21,12 +25,13 @@ void Drafter::sync(std::span<const int32_t> ctx, size_t keep_at_most) {
   }
 }
 
-void Drafter::feed(std::span<const int32_t> tokens) {
+void Drafter::feed(std::span<const int32_t> tokens, bool need_logits) {
   const int nv = model_->n_vocab();
   for (size_t off = 0; off < tokens.size(); off += static_cast<size_t>(max_batch_)) {
     const size_t n = std::min(tokens.size() - off, static_cast<size_t>(max_batch_));
-    logits_.resize(n * static_cast<size_t>(nv));
-    model_->forward(tokens.subspan(off, n), logits_.data());
+    const bool skip = null_logits_ok_ && !(need_logits && off + n == tokens.size());
+    if (!skip) logits_.resize(n * static_cast<size_t>(nv));
+    model_->forward(tokens.subspan(off, n), skip ? nullptr : logits_.data());
     ++passes_;
     fed_.insert(fed_.end(), tokens.begin() + static_cast<std::ptrdiff_t>(off),
                 tokens.begin() + static_cast<std::ptrdiff_t>(off + n));
@@ -39,7 +44,7 @@ void Drafter::prefill(std::span<const int32_t> ctx) {
   if (!model_ || ctx.size() < 2) return;
   const size_t upto = std::min(ctx.size() - 1, static_cast<size_t>(model_->n_ctx()));
   sync(ctx, upto);
-  feed(ctx.subspan(fed_.size(), upto - fed_.size()));
+  feed(ctx.subspan(fed_.size(), upto - fed_.size()), false);
 }
 
 std::optional<Proposal> Drafter::next(std::span<const int32_t> ctx) {
@@ -49,7 +54,7 @@ std::optional<Proposal> Drafter::next(std::span<const int32_t> ctx) {
   // Keep at most ctx.size() - 1 cached tokens so at least one is fed and its
   // logits row predicts the next position.
   sync(ctx, ctx.size() - 1);
-  feed(ctx.subspan(fed_.size()));
+  feed(ctx.subspan(fed_.size()), true);
   const int nv = model_->n_vocab();
   const size_t rows = logits_.size() / static_cast<size_t>(nv);
   std::span<const float> row(logits_.data() + (rows - 1) * static_cast<size_t>(nv),

@@ -29,7 +29,9 @@ struct Proposal {
 class Drafter {
  public:
   // model may be null (lookup only). The Drafter owns the model's KV cache.
-  Drafter(CausalLM* model, LookupOptions lookup, sampling::SamplerParams params, int max_batch);
+  // null_logits_ok: model->forward accepts logits == nullptr (cache only).
+  Drafter(CausalLM* model, LookupOptions lookup, sampling::SamplerParams params, int max_batch,
+          bool null_logits_ok = false);
   bool enabled() const { return model_ != nullptr || lookup_.enabled(); }
   bool has_model() const { return model_ != nullptr; }
   CausalLM* model() const { return model_; }
@@ -43,12 +45,14 @@ class Drafter {
 
  private:
   void sync(std::span<const int32_t> ctx, size_t keep_at_most);
-  void feed(std::span<const int32_t> tokens);
+  // Feeds tokens; with need_logits the last row lands in logits_.
+  void feed(std::span<const int32_t> tokens, bool need_logits);
 
   CausalLM* model_;
   LookupOptions lookup_;
   sampling::SamplerParams params_;
   int max_batch_;
+  bool null_logits_ok_;
   std::vector<int32_t> fed_;  // exactly the tokens in the model's cache
   std::vector<float> logits_;
   int64_t passes_ = 0;

@@ -49,7 +49,8 @@ std::vector<int32_t> Generator::generate(std::span<const int32_t> prompt, int n_
   stats_.prompt_tokens = static_cast<int64_t>(prompt.size());
 
   Drafter drafter(opt_.draft_len > 0 ? draft_ : nullptr,
-                  opt_.draft_len > 0 ? opt_.lookup : LookupOptions{}, sp_, opt_.max_batch);
+                  opt_.draft_len > 0 ? opt_.lookup : LookupOptions{}, sp_, opt_.max_batch,
+                  opt_.null_logits_ok);
   std::unique_ptr<DraftFeed> feed;
   if (opt_.mode == SpecMode::partitioned && drafter.has_model())
     feed = std::make_unique<PipelinedFeed>(drafter, 2 * opt_.draft_len + 1, opt_.draft_thread_init);
@@ -68,8 +69,9 @@ std::vector<int32_t> Generator::generate(std::span<const int32_t> prompt, int n_
   const size_t mb = static_cast<size_t>(std::max(1, opt_.max_batch));
   for (size_t off = 0; off + 1 < hist.size(); off += mb) {
     const size_t n = std::min(hist.size() - 1 - off, mb);
-    logits.resize(n * static_cast<size_t>(nv));
-    target_.forward(std::span<const int32_t>(hist).subspan(off, n), logits.data());
+    if (!opt_.null_logits_ok) logits.resize(n * static_cast<size_t>(nv));
+    target_.forward(std::span<const int32_t>(hist).subspan(off, n),
+                    opt_.null_logits_ok ? nullptr : logits.data());
   }
   stats_.prompt_s = since(t0);
 

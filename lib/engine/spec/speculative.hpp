@@ -33,6 +33,9 @@ struct SpecOptions {
   SpecMode mode = SpecMode::shared;
   int eos = -1;        // stop after emitting this token (-1: never)
   int max_batch = 32;  // longest forward() batch when processing the prompt
+  // The models accept logits == nullptr in forward() (cache only, no output
+  // head), as LlamaModel does: the prompt then skips the vocabulary projection.
+  bool null_logits_ok = false;
   // Partitioned mode: runs first on the drafting thread (pin it, bind memory).
   std::function<void()> draft_thread_init;
 };
