@@ -1,0 +1,1 @@
+#include "engine/tokenizer/vocab_writer.hpp"
