@@ -1,0 +1,212 @@
+// Block layouts exactly as ggml stores them (ggml-common.h), the fp16/bf16
+// conversions, and the activation layouts this library prepares for each
+// weight type. Internal to the kernels library and its tests.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "engine/gguf/ggml_types.hpp"
+
+namespace epyctune::engine::kernels::detail {
+
+constexpr int kQK4_0 = 32;
+constexpr int kQK8_0 = 32;
+constexpr int kQK_K = 256;
+
+struct BlockQ4_0 {
+  uint16_t d;      // fp16 scale
+  uint8_t qs[16];  // element j in low nibble of qs[j], element j+16 in the high nibble
+};
+struct BlockQ8_0 {
+  uint16_t d;
+  int8_t qs[32];
+};
+struct BlockQ4_K {
+  uint16_t d;          // fp16 super-block scale for the 6-bit sub-block scales
+  uint16_t dmin;       // fp16 super-block scale for the 6-bit sub-block mins
+  uint8_t scales[12];  // 8 scales + 8 mins, 6 bits each, packed
+  uint8_t qs[128];     // 64-element chunks: low nibbles = sub-block 2j, high = 2j+1
+};
+struct BlockQ6_K {
+  uint8_t ql[128];    // low 4 bits
+  uint8_t qh[64];     // high 2 bits
+  int8_t scales[16];  // one per 16 elements
+  uint16_t d;
+};
+struct BlockQ8_K {
+  float d;
+  int8_t qs[256];
+  int16_t bsums[16];  // sums of 16-element groups
+};
+static_assert(sizeof(BlockQ4_0) == 18);
+static_assert(sizeof(BlockQ8_0) == 34);
+static_assert(sizeof(BlockQ4_K) == 144);
+static_assert(sizeof(BlockQ6_K) == 210);
+static_assert(sizeof(BlockQ8_K) == 292);
+
+// Geometry of the types this library handles, without depending on the gguf
+// library's traits() (which lives in another library).
+struct Geometry {
+  int64_t block_elems;
+  size_t block_bytes;
+};
+inline bool geometry(GgmlType t, Geometry& g) {
+  switch (t) {
+    case GgmlType::F32:
+      g = {1, 4};
+      return true;
+    case GgmlType::F16:
+      g = {1, 2};
+      return true;
+    case GgmlType::BF16:
+      g = {1, 2};
+      return true;
+    case GgmlType::Q4_0:
+      g = {32, sizeof(BlockQ4_0)};
+      return true;
+    case GgmlType::Q8_0:
+      g = {32, sizeof(BlockQ8_0)};
+      return true;
+    case GgmlType::Q4_K:
+      g = {256, sizeof(BlockQ4_K)};
+      return true;
+    case GgmlType::Q6_K:
+      g = {256, sizeof(BlockQ6_K)};
+      return true;
+    case GgmlType::Q8_K:
+      g = {256, sizeof(BlockQ8_K)};
+      return true;
+  }
+  return false;
+}
+
+inline uint32_t f32_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float bits_f32(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// Exact IEEE half -> single (what F16C's vcvtph2ps computes for non-NaN input).
+inline float fp16_to_f32(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t e = (h >> 10) & 0x1fu;
+  const uint32_t m = h & 0x3ffu;
+  if (e == 0) {
+    // Subnormal (or zero): m * 2^-24 is exact in single precision.
+    const float v = static_cast<float>(m) * 5.9604644775390625e-8f;
+    return sign ? -v : v;
+  }
+  if (e == 31) return bits_f32(sign | 0x7f800000u | (m << 13));
+  return bits_f32(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+// Single -> half, round to nearest even (what ggml and F16C's vcvtps2ph with
+// rounding mode 0 produce).
+inline uint16_t f32_to_fp16(float f) {
+  const uint32_t x = f32_bits(f);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const uint32_t ax = x & 0x7fffffffu;
+  if (ax > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));
+  if (ax >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to infinity
+  if (ax < 0x38800000u) {                                               // half subnormal range
+    if (ax <= 0x33000000u) return static_cast<uint16_t>(sign);          // <= 2^-25 ties to 0
+    const uint32_t e = ax >> 23;
+    const uint32_t m = (ax & 0x7fffffu) | 0x800000u;
+    const uint32_t s = 126u - e;  // value in units of 2^-24 is m >> s
+    uint32_t r = m >> s;
+    const uint32_t rem = m & ((1u << s) - 1u);
+    const uint32_t half = 1u << (s - 1u);
+    if (rem > half || (rem == half && (r & 1u))) ++r;
+    return static_cast<uint16_t>(sign | r);
+  }
+  const uint32_t r = ax - 0x38000000u;  // rebias the exponent from 127 to 15
+  uint32_t h = r >> 13;
+  const uint32_t rem = r & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;
+  return static_cast<uint16_t>(sign | h);
+}
+
+inline float bf16_to_f32(uint16_t h) {
+  return bits_f32(static_cast<uint32_t>(h) << 16);
+}
+inline uint16_t f32_to_bf16(float f) {
+  const uint32_t u = f32_bits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 64u);  // quiet NaN
+  return static_cast<uint16_t>((u + (0x7fffu + ((u >> 16) & 1u))) >> 16);
+}
+
+// Q4_K's packed 6-bit scale and min of sub-block j (0..7).
+inline void q4k_scale_min(int j, const uint8_t* q, uint8_t& sc, uint8_t& m) {
+  if (j < 4) {
+    sc = q[j] & 63;
+    m = q[j + 4] & 63;
+  } else {
+    sc = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+    m = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Canonical float reductions. Every ISA reduces its 16 (or 4) float stripes
+// with exactly this tree, so results are bit-identical across ISAs.
+inline float reduce16(const float* a) {
+  float h[8], q[4];
+  for (int i = 0; i < 8; ++i) h[i] = a[i] + a[i + 8];
+  for (int i = 0; i < 4; ++i) q[i] = h[i] + h[i + 4];
+  const float r0 = q[0] + q[2];
+  const float r1 = q[1] + q[3];
+  return r0 + r1;
+}
+inline float reduce4(const float* a) {
+  const float r0 = a[0] + a[2];
+  const float r1 = a[1] + a[3];
+  return r0 + r1;
+}
+
+// ---------------------------------------------------------------------------
+// Activation layouts (one token row each, all offsets 64-byte aligned).
+constexpr size_t align64(size_t n) {
+  return (n + 63) & ~size_t{63};
+}
+
+// For Q4_0 / Q8_0 weights: int8 quants (32 per block), the float scale
+// repeated 8x per block, and the per-4-element integer correction that lets
+// u8 x s8 dot products (vpdpbusd) use unsigned weights:
+//   Q4_0: corr = -8 * sum(a[4p..4p+3]),  Q8_0 (weights xor 0x80): -128 * sum.
+struct ActsQ8Layout {
+  size_t qs_off, d_off, corr_off, row_bytes;
+};
+inline ActsQ8Layout acts_q8_layout(int64_t k) {
+  const size_t nb = static_cast<size_t>(k / 32);
+  ActsQ8Layout l{};
+  l.qs_off = 0;
+  l.d_off = align64(static_cast<size_t>(k));
+  l.corr_off = l.d_off + align64(nb * 8 * sizeof(float));
+  l.row_bytes = l.corr_off + align64(nb * 8 * sizeof(int32_t));
+  return l;
+}
+
+// For Q4_K / Q6_K weights: quants widened to int16 (256 per super-block), one
+// float scale per super-block, and per-32-element sums (int16) for Q4_K mins.
+struct ActsKLayout {
+  size_t q_off, d_off, bsum_off, row_bytes;
+};
+inline ActsKLayout acts_k_layout(int64_t k) {
+  const size_t nsb = static_cast<size_t>(k / 256);
+  ActsKLayout l{};
+  l.q_off = 0;
+  l.d_off = align64(static_cast<size_t>(k) * 2);
+  l.bsum_off = l.d_off + align64(nsb * sizeof(float));
+  l.row_bytes = l.bsum_off + align64(nsb * 8 * sizeof(int16_t));
+  return l;
+}
+
+}  // namespace epyctune::engine::kernels::detail

@@ -1,0 +1,7 @@
+// avx2 kernels for k_quants weights (not vectorized yet: dispatch falls back
+// to the next lower ISA, which gives identical results).
+#include "engine/kernels/kernel_table.hpp"
+
+namespace epyctune::engine::kernels::detail {
+void fill_avx2_table_k_quants(MatmulTable&) {}
+}  // namespace epyctune::engine::kernels::detail

@@ -1,0 +1,133 @@
+// Activation quantization, once per matmul. The rule (per block of 32 for
+// Q8_0-style, 256 for Q8_K-style): amax = max|x|, d = amax/127,
+// q = nearbyint(x * (127/amax)) clamped to [-127, 127] (round half to even in
+// the default FP environment). Only exact elementwise IEEE operations are
+// used, so auto-vectorized builds produce the same bytes as the scalar one.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "engine/kernels/blocks.hpp"
+#include "engine/kernels/kernel_table.hpp"
+
+namespace epyctune::engine::kernels {
+namespace detail {
+namespace {
+
+// Quantizes n elements with one scale; returns d. q must hold n values.
+template <class Q>
+float quantize_group(const float* x, int n, Q* q) {
+  float amax = 0.0f;
+  for (int j = 0; j < n; ++j) amax = std::max(amax, std::fabs(x[j]));
+  const float d = amax / 127.0f;
+  const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+  for (int j = 0; j < n; ++j) {
+    float v = std::nearbyint(x[j] * id);
+    v = std::min(127.0f, std::max(-127.0f, v));
+    q[j] = static_cast<Q>(v);
+  }
+  return d;
+}
+
+}  // namespace
+
+void prepare_acts_q8(GgmlType wtype, const float* x, int n_tokens, int64_t k, Acts& out) {
+  const ActsQ8Layout l = acts_q8_layout(k);
+  const int64_t nb = k / 32;
+  const int32_t corr_mul = wtype == GgmlType::Q4_0 ? -8 : -128;
+  for (int t = 0; t < n_tokens; ++t) {
+    uint8_t* row = out.data.data() + static_cast<size_t>(t) * l.row_bytes;
+    auto* qs = reinterpret_cast<int8_t*>(row + l.qs_off);
+    auto* d = reinterpret_cast<float*>(row + l.d_off);
+    auto* corr = reinterpret_cast<int32_t*>(row + l.corr_off);
+    const float* xt = x + static_cast<size_t>(t) * static_cast<size_t>(k);
+    for (int64_t b = 0; b < nb; ++b) {
+      const float db = quantize_group(xt + b * 32, 32, qs + b * 32);
+      for (int p = 0; p < 8; ++p) {
+        d[b * 8 + p] = db;
+        const int8_t* g = qs + b * 32 + p * 4;
+        corr[b * 8 + p] = corr_mul * (g[0] + g[1] + g[2] + g[3]);
+      }
+    }
+  }
+}
+
+void prepare_acts_k(const float* x, int n_tokens, int64_t k, Acts& out) {
+  const ActsKLayout l = acts_k_layout(k);
+  const int64_t nsb = k / 256;
+  for (int t = 0; t < n_tokens; ++t) {
+    uint8_t* row = out.data.data() + static_cast<size_t>(t) * l.row_bytes;
+    auto* q = reinterpret_cast<int16_t*>(row + l.q_off);
+    auto* d = reinterpret_cast<float*>(row + l.d_off);
+    auto* bsum = reinterpret_cast<int16_t*>(row + l.bsum_off);
+    const float* xt = x + static_cast<size_t>(t) * static_cast<size_t>(k);
+    for (int64_t b = 0; b < nsb; ++b) {
+      d[b] = quantize_group(xt + b * 256, 256, q + b * 256);
+      for (int j = 0; j < 8; ++j) {
+        int s = 0;
+        for (int i = 0; i < 32; ++i) s += q[b * 256 + j * 32 + i];
+        bsum[b * 8 + j] = static_cast<int16_t>(s);
+      }
+    }
+  }
+}
+
+}  // namespace detail
+
+void prepare_acts(GgmlType weight_type, const float* x, int n_tokens, int64_t k, Acts& out) {
+  using namespace detail;
+  if (n_tokens < 0 || k <= 0) {
+    throw std::invalid_argument("prepare_acts: bad shape n_tokens=" + std::to_string(n_tokens) +
+                                " k=" + std::to_string(k));
+  }
+  Geometry g{};
+  if (!geometry(weight_type, g) || weight_type == GgmlType::Q8_K) {
+    throw std::invalid_argument("prepare_acts: unsupported weight type " +
+                                std::to_string(static_cast<uint32_t>(weight_type)));
+  }
+  if (k % g.block_elems != 0) {
+    throw std::invalid_argument("prepare_acts: k=" + std::to_string(k) +
+                                " is not a multiple of the block size " +
+                                std::to_string(g.block_elems));
+  }
+  out.weight_type = weight_type;
+  out.n_tokens = n_tokens;
+  out.k = k;
+  switch (weight_type) {
+    case GgmlType::Q4_0:
+    case GgmlType::Q8_0:
+      out.vec_type = GgmlType::Q8_0;
+      out.row_bytes = acts_q8_layout(k).row_bytes;
+      break;
+    case GgmlType::Q4_K:
+    case GgmlType::Q6_K:
+      out.vec_type = GgmlType::Q8_K;
+      out.row_bytes = acts_k_layout(k).row_bytes;
+      break;
+    default:
+      out.vec_type = GgmlType::F32;
+      out.row_bytes = align64(static_cast<size_t>(k) * 4);
+      break;
+  }
+  const size_t need = out.row_bytes * static_cast<size_t>(n_tokens);
+  if (out.data.size() < need) out.data.resize(need);
+  switch (out.vec_type) {
+    case GgmlType::Q8_0:
+      prepare_acts_q8(weight_type, x, n_tokens, k, out);
+      break;
+    case GgmlType::Q8_K:
+      prepare_acts_k(x, n_tokens, k, out);
+      break;
+    default:
+      for (int t = 0; t < n_tokens; ++t) {
+        std::memcpy(out.data.data() + static_cast<size_t>(t) * out.row_bytes,
+                    x + static_cast<size_t>(t) * static_cast<size_t>(k),
+                    static_cast<size_t>(k) * 4);
+      }
+      break;
+  }
+}
+
+}  // namespace epyctune::engine::kernels

@@ -1,0 +1,189 @@
+// Scalar reference matmuls: the canonical accumulation order every ISA
+// reproduces bit for bit (and the oracle of the kernel tests).
+//
+// Q4_0 / Q8_0 (blocks of 32): for block b and 4-element group p (elements
+//   4p..4p+3), P = sum (w - offset) * a is an exact integer; with
+//   s = fp32(d_w) * d_a it accumulates as acc[8*(b&1) + p] = fma(P, s, acc[...]).
+// Q4_K / Q6_K (super-blocks of 256): wq_i = q_i * scale(sub-block of i) is an
+//   exact int16; lane l = (i % 32) / 2 collects I[l] = sum wq_i * a_i (exact);
+//   acc[l] = fma(I[l], fp32(d_w) * d_a, acc[l]). Q4_K mins: M[i] =
+//   m_2i * bsum_2i + m_2i+1 * bsum_2i+1 (i < 4), accm[i] = fma(M[i],
+//   fp32(dmin_w) * d_a, accm[i]); y = reduce16(acc) - reduce4(accm).
+// F32 / F16 / BF16: acc[i % 16] = fma(w_i, x_i, acc[i % 16]).
+#include <cmath>
+
+#include "engine/kernels/blocks.hpp"
+#include "engine/kernels/kernel_table.hpp"
+
+namespace epyctune::engine::kernels::detail {
+namespace {
+
+template <class RowDot>
+void for_rows_tokens(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
+                     int64_t r0, int64_t r1, RowDot dot) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = w + static_cast<size_t>(r) * w_row_bytes;
+    for (int t = 0; t < acts.n_tokens; ++t) y[t * ldy + r] = dot(row, acts.row(t));
+  }
+}
+
+template <bool kQ4>
+void matmul_qx_0(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
+                 int64_t r0, int64_t r1) {
+  const ActsQ8Layout l = acts_q8_layout(acts.k);
+  const int64_t nb = acts.k / 32;
+  for_rows_tokens(w, w_row_bytes, acts, y, ldy, r0, r1, [&](const uint8_t* row, const uint8_t* a) {
+    const auto* qa = reinterpret_cast<const int8_t*>(a + l.qs_off);
+    const auto* da = reinterpret_cast<const float*>(a + l.d_off);
+    float acc[16] = {};
+    for (int64_t b = 0; b < nb; ++b) {
+      int wq[32];
+      uint16_t dw;
+      if constexpr (kQ4) {
+        const auto* blk = reinterpret_cast<const BlockQ4_0*>(row) + b;
+        dw = blk->d;
+        for (int j = 0; j < 16; ++j) {
+          wq[j] = (blk->qs[j] & 0xF) - 8;
+          wq[j + 16] = (blk->qs[j] >> 4) - 8;
+        }
+      } else {
+        const auto* blk = reinterpret_cast<const BlockQ8_0*>(row) + b;
+        dw = blk->d;
+        for (int j = 0; j < 32; ++j) wq[j] = blk->qs[j];
+      }
+      const float s = fp16_to_f32(dw) * da[b * 8];
+      const int8_t* ab = qa + b * 32;
+      for (int p = 0; p < 8; ++p) {
+        int sum = 0;
+        for (int e = 0; e < 4; ++e) sum += wq[4 * p + e] * ab[4 * p + e];
+        float& lane = acc[8 * (b & 1) + p];
+        lane = std::fma(static_cast<float>(sum), s, lane);
+      }
+    }
+    return reduce16(acc);
+  });
+}
+
+// Fills wq[256] with q * sub-block scale for one super-block; for Q4_K also the
+// 8 mins and the fp16 dmin.
+void unpack_q4_K(const BlockQ4_K& blk, int wq[256], int mins[8]) {
+  for (int j = 0; j < 8; ++j) {
+    uint8_t sc, m;
+    q4k_scale_min(j, blk.scales, sc, m);
+    mins[j] = m;
+    const int chunk = j / 2;
+    const bool high = j & 1;
+    for (int i = 0; i < 32; ++i) {
+      const uint8_t byte = blk.qs[32 * chunk + i];
+      const int q = high ? byte >> 4 : byte & 0xF;
+      wq[32 * j + i] = q * sc;
+    }
+  }
+}
+
+void unpack_q6_K(const BlockQ6_K& blk, int wq[256]) {
+  for (int n = 0; n < 2; ++n) {
+    const uint8_t* ql = blk.ql + 64 * n;
+    const uint8_t* qh = blk.qh + 32 * n;
+    for (int l = 0; l < 32; ++l) {
+      const int q[4] = {((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32,
+                        ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32,
+                        ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32,
+                        ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32};
+      for (int g = 0; g < 4; ++g) {
+        const int i = 128 * n + 32 * g + l;
+        wq[i] = q[g] * blk.scales[i / 16];
+      }
+    }
+  }
+}
+
+template <bool kQ4K>
+void matmul_k(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
+              int64_t r0, int64_t r1) {
+  const ActsKLayout l = acts_k_layout(acts.k);
+  const int64_t nsb = acts.k / 256;
+  for_rows_tokens(w, w_row_bytes, acts, y, ldy, r0, r1, [&](const uint8_t* row, const uint8_t* a) {
+    const auto* qa = reinterpret_cast<const int16_t*>(a + l.q_off);
+    const auto* da = reinterpret_cast<const float*>(a + l.d_off);
+    const auto* bs = reinterpret_cast<const int16_t*>(a + l.bsum_off);
+    float acc[16] = {};
+    float accm[4] = {};
+    for (int64_t b = 0; b < nsb; ++b) {
+      int wq[256];
+      int mins[8];
+      float dw;
+      float dmin = 0.0f;
+      if constexpr (kQ4K) {
+        const auto& blk = reinterpret_cast<const BlockQ4_K*>(row)[b];
+        unpack_q4_K(blk, wq, mins);
+        dw = fp16_to_f32(blk.d);
+        dmin = fp16_to_f32(blk.dmin);
+      } else {
+        const auto& blk = reinterpret_cast<const BlockQ6_K*>(row)[b];
+        unpack_q6_K(blk, wq);
+        dw = fp16_to_f32(blk.d);
+      }
+      int lanes[16] = {};
+      const int16_t* ab = qa + b * 256;
+      for (int i = 0; i < 256; ++i) lanes[(i % 32) / 2] += wq[i] * ab[i];
+      const float s = dw * da[b];
+      for (int i = 0; i < 16; ++i) acc[i] = std::fma(static_cast<float>(lanes[i]), s, acc[i]);
+      if constexpr (kQ4K) {
+        const float sm = dmin * da[b];
+        const int16_t* bb = bs + b * 8;
+        for (int i = 0; i < 4; ++i) {
+          const int m = mins[2 * i] * bb[2 * i] + mins[2 * i + 1] * bb[2 * i + 1];
+          accm[i] = std::fma(static_cast<float>(m), sm, accm[i]);
+        }
+      }
+    }
+    if constexpr (kQ4K) return reduce16(acc) - reduce4(accm);
+    return reduce16(acc);
+  });
+}
+
+template <class Load>
+void matmul_float(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
+                  int64_t r0, int64_t r1, Load load) {
+  const int64_t k = acts.k;
+  for_rows_tokens(w, w_row_bytes, acts, y, ldy, r0, r1, [&](const uint8_t* row, const uint8_t* a) {
+    const auto* x = reinterpret_cast<const float*>(a);
+    float acc[16] = {};
+    for (int64_t i = 0; i < k; ++i) acc[i % 16] = std::fma(load(row, i), x[i], acc[i % 16]);
+    return reduce16(acc);
+  });
+}
+
+void matmul_f32(const uint8_t* w, size_t wrb, const Acts& a, float* y, int64_t ldy, int64_t r0,
+                int64_t r1) {
+  matmul_float(w, wrb, a, y, ldy, r0, r1, [](const uint8_t* row, int64_t i) {
+    return reinterpret_cast<const float*>(row)[i];
+  });
+}
+void matmul_f16(const uint8_t* w, size_t wrb, const Acts& a, float* y, int64_t ldy, int64_t r0,
+                int64_t r1) {
+  matmul_float(w, wrb, a, y, ldy, r0, r1, [](const uint8_t* row, int64_t i) {
+    return fp16_to_f32(reinterpret_cast<const uint16_t*>(row)[i]);
+  });
+}
+void matmul_bf16(const uint8_t* w, size_t wrb, const Acts& a, float* y, int64_t ldy, int64_t r0,
+                 int64_t r1) {
+  matmul_float(w, wrb, a, y, ldy, r0, r1, [](const uint8_t* row, int64_t i) {
+    return bf16_to_f32(reinterpret_cast<const uint16_t*>(row)[i]);
+  });
+}
+
+}  // namespace
+
+void fill_scalar_table(MatmulTable& t) {
+  t.f32 = matmul_f32;
+  t.f16 = matmul_f16;
+  t.bf16 = matmul_bf16;
+  t.q4_0 = matmul_qx_0<true>;
+  t.q8_0 = matmul_qx_0<false>;
+  t.q4_k = matmul_k<true>;
+  t.q6_k = matmul_k<false>;
+}
+
+}  // namespace epyctune::engine::kernels::detail
