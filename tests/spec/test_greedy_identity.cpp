@@ -113,7 +113,7 @@ TEST_CASE("speculation stops at eos and at the end of the target's context") {
     ToyLM target(16, 64), draft(16, 64, 4.0f, 0.5f);
     spec::SpecOptions o;
     o.draft_len = 5;
-    o.eos = eos;
+    o.is_stop = [eos](int32_t t) { return t == eos; };
     o.mode = mode;
     spec::Generator g(target, &draft, {}, o);
     CHECK(g.generate(prompt, 30) == expect_eos);
@@ -122,7 +122,7 @@ TEST_CASE("speculation stops at eos and at the end of the target's context") {
     // (the last token at position 19 is never fed).
     ToyLM small_oracle(16, 20), small_target(16, 20), small_draft(16, 20, 4.0f, 0.5f);
     const auto expect_ctx = target_alone(small_oracle, prompt, 100);
-    o.eos = -1;
+    o.is_stop = nullptr;
     spec::Generator g2(small_target, &small_draft, {}, o);
     const auto got = g2.generate(prompt, 100);
     CHECK(got.size() == 18);

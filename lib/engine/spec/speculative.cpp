@@ -141,7 +141,8 @@ std::vector<int32_t> Generator::generate(std::span<const int32_t> prompt, int n_
       out.push_back(tok);
       ++stats_.generated;
       const bool keep_going = on_token ? on_token(tok) : true;
-      if (!keep_going || tok == opt_.eos || stats_.generated >= n_predict) done = true;
+      if (!keep_going || (opt_.is_stop && opt_.is_stop(tok)) || stats_.generated >= n_predict)
+        done = true;
     }
     if (!done) feed->committed(hist);
   }

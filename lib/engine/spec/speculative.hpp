@@ -31,7 +31,8 @@ struct SpecOptions {
   int draft_len = 4;     // K: proposals per verify pass (0 = plain decoding)
   LookupOptions lookup;  // n-gram lookup (cascade with the draft model when both)
   SpecMode mode = SpecMode::shared;
-  int eos = -1;        // stop after emitting this token (-1: never)
+  // End of generation: stop after emitting a token for which this is true.
+  std::function<bool(int32_t)> is_stop;
   int max_batch = 32;  // longest forward() batch when processing the prompt
   // The models accept logits == nullptr in forward() (cache only, no output
   // head), as LlamaModel does: the prompt then skips the vocabulary projection.
@@ -73,7 +74,7 @@ class Generator {
   // the vocabulary; the generator owns their caches while it runs.
   Generator(CausalLM& target, CausalLM* draft, sampling::SamplerParams sampler, SpecOptions opt);
   // Generates up to n_predict tokens after prompt (non-empty), stopping early
-  // at eos or when the target's context is full. Returns the new tokens.
+  // at a stop token or when the target's context is full. Returns the new tokens.
   std::vector<int32_t> generate(std::span<const int32_t> prompt, int n_predict,
                                 const TokenCallback& on_token = {});
   const SpecStats& stats() const { return stats_; }
