@@ -194,7 +194,7 @@ PairReport write_draft_pair(const std::filesystem::path& target_path,
       o.draft_layers > 0 ? std::min(o.draft_layers, c.n_layers - 1) : std::max(1, c.n_layers / 8);
   double a0 = try_draft(layers, 0.0);
   while (a0 < o.agreement - o.tolerance && layers < c.n_layers - 1 && o.draft_layers <= 0) {
-    layers = std::min(c.n_layers - 1, layers * 2);
+    ++layers;  // the smallest copy that is good enough: the draft stays cheap
     a0 = try_draft(layers, 0.0);
   }
   rep.draft_layers = layers;

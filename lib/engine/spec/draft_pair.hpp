@@ -13,7 +13,8 @@
 // from A0 toward chance. s is found by bisection, each step writing the draft
 // and measuring agreement by running both models on the same greedy target
 // trajectories (teacher forcing: the draft sees exactly the target's
-// context). When A0 < A, L grows until the copy alone is good enough. The
+// context). When A0 < A, L grows one layer at a time until the copy alone
+// is good enough, so the draft is the smallest such copy. The
 // reported agreement is re-measured on held-out trajectories.
 #pragma once
 
