@@ -176,7 +176,9 @@ int run_generate(const GenerateArgs& a) {
     j["cpus"] = {{"shared", host::format_cpulist(plan.shared_cpus)},
                  {"draft", host::format_cpulist(plan.draft_cpus)},
                  {"verify", host::format_cpulist(plan.verify_cpus)}};
-    std::cout << j.dump(2) << "\n";
+    // Byte-fallback pieces may split a UTF-8 sequence; JSON strings must be
+    // valid UTF-8, so broken bytes become U+FFFD (the ids stay exact).
+    std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     std::printf("\n");
     std::fprintf(stderr,
