@@ -176,7 +176,9 @@ inline float reduce4(const float* a) {
 // per block pair or super-block), so a kernel reads one stream per token. The
 // row stride is an odd multiple of 64 bytes so the rows of a token batch do not
 // all map to the same L1 sets.
-constexpr size_t align64(size_t n) { return (n + 63) & ~size_t{63}; }
+constexpr size_t align64(size_t n) {
+  return (n + 63) & ~size_t{63};
+}
 inline size_t acts_row_stride(size_t bytes) {
   size_t s = align64(bytes);
   if ((s / 64) % 2 == 0) s += 64;
@@ -195,12 +197,16 @@ inline size_t acts_row_stride(size_t bytes) {
 constexpr size_t kQ8GroupBytes = 640;
 constexpr size_t kQ8GroupD = 512;
 constexpr size_t kQ8GroupCorr = 576;
-inline int64_t q8_groups(int64_t k) { return (k / 32 + 15) / 16; }
+inline int64_t q8_groups(int64_t k) {
+  return (k / 32 + 15) / 16;
+}
 inline size_t acts_q8_row_bytes(int64_t k) {
   return acts_row_stride(static_cast<size_t>(q8_groups(k)) * kQ8GroupBytes);
 }
 // Byte offset in its group record of element e (0..31) of lane L's block.
-constexpr int q8_group_pos(int L, int e) { return 64 * (e / 4) + 4 * L + (e % 4); }
+constexpr int q8_group_pos(int L, int e) {
+  return 64 * (e / 4) + 4 * L + (e % 4);
+}
 
 // For Q4_K / Q6_K weights, record b (576 bytes) per super-block:
 //   [0, 512)   int16 quants, natural order;
