@@ -100,7 +100,7 @@ std::vector<float> run(const Weights& w, const Acts& acts, int64_t ldy) {
 
 std::vector<int64_t> ks_for(GgmlType t) {
   if (t == GgmlType::Q4_K || t == GgmlType::Q6_K) return {256, 512, 768, 1280};
-  if (t == GgmlType::Q4_0 || t == GgmlType::Q8_0) return {32, 64, 96, 288, 544};
+  if (t == GgmlType::Q4_0 || t == GgmlType::Q8_0) return {32, 64, 96, 544, 1056};
   return {32, 48, 96, 100, 288};
 }
 
