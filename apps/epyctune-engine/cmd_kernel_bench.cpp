@@ -153,9 +153,10 @@ int run_bench(const BenchOptions& o) {
   fmt::print("read-bandwidth probe: {:.1f} GB/s wall, {:.1f} GB/s per CPU-second ({} MiB, {} thread(s))\n",
              probe, probe_cpu, o.mb, o.threads);
   fmt::print("(GB/s = weight bytes / median wall time; cpuGB/s = weight bytes / busiest thread's\n"
-             " CPU time; bestGB/s = weight bytes / fastest pass: robust when others share the cores)\n");
-  fmt::print("{:<6} {:<11} {:>6} {:>8} {:>7} {:>9} {:>8} {:>8} {:>8} {:>7}\n", "type", "isa",
-             "tokens", "rows", "cols", "ms/pass", "GB/s", "cpuGB/s", "bestGB/s", "%probe");
+             " CPU time; bestGB/s = weight bytes / fastest pass: robust when others share the cores;\n"
+             " prep_us = prepare_acts time per token row)\n");
+  fmt::print("{:<6} {:<11} {:>6} {:>8} {:>7} {:>9} {:>8} {:>8} {:>8} {:>7} {:>8}\n", "type", "isa",
+             "tokens", "rows", "cols", "ms/pass", "GB/s", "cpuGB/s", "bestGB/s", "%probe", "prep_us");
   std::mt19937 rng(1);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   for (const auto& tname : o.types) {
@@ -202,9 +203,17 @@ int run_bench(const BenchOptions& o) {
         const double gbs = static_cast<double>(w.size()) / s.wall / 1e9;
         const double cgbs = static_cast<double>(w.size()) / s.cpu / 1e9;
         const double bgbs = static_cast<double>(w.size()) / s.best / 1e9;
-        fmt::print("{:<6} {:<11} {:>6} {:>8} {:>7} {:>9.3f} {:>8.1f} {:>8.1f} {:>8.1f} {:>6.0f}%\n",
+        // Activation quantization cost, per token row (once per matmul).
+        std::vector<double> prep;
+        for (int r = 0; r < 5; ++r) {
+          const auto p0 = Clock::now();
+          k::prepare_acts(t, x.data(), nt, cols, acts);
+          prep.push_back(std::chrono::duration<double>(Clock::now() - p0).count() / nt);
+        }
+        std::sort(prep.begin(), prep.end());
+        fmt::print("{:<6} {:<11} {:>6} {:>8} {:>7} {:>9.3f} {:>8.1f} {:>8.1f} {:>8.1f} {:>6.0f}% {:>8.1f}\n",
                    tname, k::isa_name(isa), nt, rows, cols, s.wall * 1e3, gbs, cgbs, bgbs,
-                   100.0 * gbs / probe);
+                   100.0 * gbs / probe, prep.front() * 1e6);
       }
     }
   }

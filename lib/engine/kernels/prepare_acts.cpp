@@ -18,7 +18,7 @@ namespace {
 
 // Quantizes n elements with one scale; returns d. q must hold n values.
 template <class Q>
-float quantize_group(const float* x, int n, Q* q) {
+float quantize_group_scalar(const float* x, int n, Q* q) {
   float amax = 0.0f;
   for (int j = 0; j < n; ++j) amax = std::max(amax, std::fabs(x[j]));
   const float d = amax / 127.0f;
@@ -29,6 +29,16 @@ float quantize_group(const float* x, int n, Q* q) {
     q[j] = static_cast<Q>(v);
   }
   return d;
+}
+
+// The AVX2 quantizer gives the same bytes; use it when the CPU has AVX2 and
+// the active ISA allows it.
+bool use_avx2() { return static_cast<int>(active_isa()) >= static_cast<int>(Isa::avx2); }
+float quantize_group(const float* x, int n, int8_t* q) {
+  return use_avx2() ? quantize_group_i8_avx2(x, n, q) : quantize_group_scalar(x, n, q);
+}
+float quantize_group(const float* x, int n, int16_t* q) {
+  return use_avx2() ? quantize_group_i16_avx2(x, n, q) : quantize_group_scalar(x, n, q);
 }
 
 }  // namespace
@@ -50,10 +60,8 @@ void prepare_acts_q8(GgmlType wtype, const float* x, int n_tokens, int64_t k, Ac
         int8_t q[32] = {};
         d[L] = b < nb ? quantize_group(xt + b * 32, 32, q) : 0.0f;
         int sum = 0;
-        for (int e = 0; e < 32; ++e) {
-          qs[q8_group_pos(L, e)] = q[e];
-          sum += q[e];
-        }
+        for (int e = 0; e < 32; ++e) sum += q[e];
+        for (int i = 0; i < 8; ++i) std::memcpy(qs + q8_group_pos(L, 4 * i), q + 4 * i, 4);
         corr[L] = corr_mul * sum;
       }
     }
