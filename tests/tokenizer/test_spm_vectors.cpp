@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "engine/tokenizer/tokenizer.hpp"
+#include "engine/tokenizer/vocab_test_format.hpp"
 #include "tokenizer_test_util.hpp"
 
 using namespace epyctune::engine;
@@ -21,7 +22,7 @@ TEST_CASE("llama SPM tokenizer reproduces every shared test vector") {
   CHECK(tok->is_eog(2));
   CHECK_FALSE(tok->is_eog(1));
 
-  const auto inputs = testutil::split_vocab_inputs(testutil::read_file(base + ".inp"));
+  const auto inputs = split_vocab_test_inputs(testutil::read_file(base + ".inp"));
   std::vector<std::string> expected;
   {
     std::istringstream out(testutil::read_file(base + ".out"));
@@ -33,7 +34,7 @@ TEST_CASE("llama SPM tokenizer reproduces every shared test vector") {
     CAPTURE(i);
     CAPTURE(inputs[i]);
     const auto ids = tok->encode(inputs[i], false);
-    CHECK(testutil::format_ids(ids) == expected[i]);
+    CHECK(format_vocab_test_ids(ids) == expected[i]);
     CHECK(tok->decode(ids) == inputs[i]);
     // BOS goes first when asked for, and decodes to nothing.
     const auto with_bos = tok->encode(inputs[i], true);

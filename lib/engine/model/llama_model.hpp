@@ -37,11 +37,15 @@ struct ModelOptions {
   runtime::NumaPolicy numa = runtime::NumaPolicy::none;  // != none implies copy_weights
   std::vector<int> numa_nodes;  // empty = all memory nodes (local: the pool's nodes)
   int max_batch = 64;           // longer forward() calls are split in chunks of this
+  // Read every weight page at load (in parallel on the pool), so the first
+  // forward() does not pay the page faults / disk reads.
+  bool prefault = false;
 };
 
 struct LoadReport {
-  double open_s = 0;  // mmap + GGUF parse + metadata/shape checks
-  double copy_s = 0;  // copy into WeightMemory (0 without copy)
+  double open_s = 0;      // mmap + GGUF parse + metadata/shape checks
+  double copy_s = 0;      // copy into WeightMemory (0 without copy)
+  double prefault_s = 0;  // reading every weight page (ModelOptions::prefault)
   double total_s = 0;
   uint64_t file_bytes = 0;
   uint64_t weight_bytes = 0;
