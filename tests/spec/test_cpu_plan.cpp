@@ -18,10 +18,14 @@ CpuPlanInput input(ModeRequest r, std::vector<int> cpus, std::vector<int> l3) {
 }
 }  // namespace
 
-TEST_CASE("auto time-shares on one L3 domain and partitions on several") {
+TEST_CASE("auto partitions by L3 domain, by CPU on one domain, and time-shares one CPU") {
   auto one = plan_cpus(input(ModeRequest::automatic, {0, 1}, {0, 0}));
-  CHECK(one.mode == epyctune::engine::spec::SpecMode::shared);
-  CHECK(one.shared_cpus == std::vector<int>{0, 1});
+  CHECK(one.mode == SpecMode::partitioned);
+  CHECK(one.draft_cpus == std::vector<int>{1});
+  CHECK(one.verify_cpus == std::vector<int>{0});
+  auto single = plan_cpus(input(ModeRequest::automatic, {5}, {0}));
+  CHECK(single.mode == SpecMode::shared);
+  CHECK(single.shared_cpus == std::vector<int>{5});
   auto two =
       plan_cpus(input(ModeRequest::automatic, {0, 1, 2, 3, 4, 5, 6, 7}, {0, 0, 0, 0, 1, 1, 1, 1}));
   CHECK(two.mode == SpecMode::partitioned);

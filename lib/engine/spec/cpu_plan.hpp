@@ -1,8 +1,10 @@
 // Which CPUs the draft and the target run on, and whether they alternate on
 // the same CPUs (shared) or each own a partition and run concurrently
 // (partitioned). DESIGN.md: on few cores time-sharing may win, on many cores
-// dedicated CCDs — so `auto` partitions only where a whole L3 domain (CCX/CCD)
-// can be given to the draft; bench/spec.md has the measurements behind it.
+// dedicated CCDs — measure, then pick. Measured on the 2-CPU dev box
+// (bench/spec.md), partitioned beat time-shared at every agreement and K, so
+// `auto` partitions whenever there are two CPUs or more: the draft gets the
+// last L3 domain (CCX/CCD) when there are several, else the last CPU.
 #pragma once
 
 #include <optional>
