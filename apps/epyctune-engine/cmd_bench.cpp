@@ -151,6 +151,17 @@ int run_bench(const BenchOptions& o) {
       }
     }
 
+    // Fork/join cost: regions one single-token pass issues, and the latency of
+    // an empty region on this pool (spinning workers, or futex wake-ups).
+    uint64_t reg0 = pool.regions();
+    model->forward(std::span<const int32_t>(toks.data(), 1), logits.data());
+    model->truncate(o.ctx);
+    const uint64_t regions_per_pass = pool.regions() - reg0;
+    constexpr int kEmpty = 2000;
+    auto te = Clock::now();
+    for (int i = 0; i < kEmpty; ++i) pool.run([](int) {});
+    const double region_us = since(te) / kEmpty * 1e6;
+
     const uint64_t bytes_per_token = model->weight_bytes_per_pass(1);
     const double roofline_tps = bw.median_gbps * 1e9 / bytes_per_token;
     nlohmann::json j;
@@ -185,6 +196,7 @@ int run_bench(const BenchOptions& o) {
                  {"pages", runtime::page_kind_name(lr.pages)},
                  {"note", lr.page_note}};
     j["placement"] = model->placement_summary();
+    j["pool"] = {{"regions_per_token_pass", regions_per_pass}, {"empty_region_us", region_us}};
     if (o.json) {
       std::cout << j.dump(2) << '\n';
       return 0;
@@ -209,6 +221,8 @@ int run_bench(const BenchOptions& o) {
         load_s, lr.open_s, lr.copy_s, lr.prefault_s, runtime::page_kind_name(lr.pages), read_s,
         file_bytes / read_s / 1e9);
     if (!lr.page_note.empty()) fmt::print("note       {}\n", lr.page_note);
+    fmt::print("pool       {} parallel regions per single-token pass, {:.2f} us per empty region\n",
+               regions_per_pass, region_us);
     fmt::print("placement  {}\n", model->placement_summary());
     return 0;
   } catch (const std::exception& e) {
