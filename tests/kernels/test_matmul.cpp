@@ -65,20 +65,22 @@ std::vector<double> act_values(const Acts& a, int t, std::vector<double>& step) 
   step.assign(static_cast<size_t>(a.k), 0.0);
   const uint8_t* row = a.row(t);
   if (a.vec_type == GgmlType::Q8_0) {
-    const auto l = acts_q8_layout(a.k);
-    const auto* q = reinterpret_cast<const int8_t*>(row + l.qs_off);
-    const auto* d = reinterpret_cast<const float*>(row + l.d_off);
     for (int64_t i = 0; i < a.k; ++i) {
-      v[i] = double(q[i]) * d[(i / 32) * 8];
-      step[i] = d[(i / 32) * 8];
+      const int64_t b = i / 32;
+      const int L = static_cast<int>(b % 16), e = static_cast<int>(i % 32);
+      const uint8_t* rec = row + (b / 16) * kQ8GroupBytes;
+      const auto* q = reinterpret_cast<const int8_t*>(rec);
+      const auto* d = reinterpret_cast<const float*>(rec + kQ8GroupD);
+      v[i] = double(q[q8_group_pos(L, e)]) * d[L];
+      step[i] = d[L];
     }
   } else if (a.vec_type == GgmlType::Q8_K) {
-    const auto l = acts_k_layout(a.k);
-    const auto* q = reinterpret_cast<const int16_t*>(row + l.q_off);
-    const auto* d = reinterpret_cast<const float*>(row + l.d_off);
     for (int64_t i = 0; i < a.k; ++i) {
-      v[i] = double(q[i]) * d[i / 256];
-      step[i] = d[i / 256];
+      const uint8_t* rec = row + (i / 256) * kKBlockBytes;
+      const auto* q = reinterpret_cast<const int16_t*>(rec);
+      const float d = *reinterpret_cast<const float*>(rec + kKBlockD);
+      v[i] = double(q[i % 256]) * d;
+      step[i] = d;
     }
   } else {
     const auto* x = reinterpret_cast<const float*>(row);
@@ -98,7 +100,7 @@ std::vector<float> run(const Weights& w, const Acts& acts, int64_t ldy) {
 
 std::vector<int64_t> ks_for(GgmlType t) {
   if (t == GgmlType::Q4_K || t == GgmlType::Q6_K) return {256, 512, 768, 1280};
-  if (t == GgmlType::Q4_0 || t == GgmlType::Q8_0) return {32, 64, 96, 288, 544};
+  if (t == GgmlType::Q4_0 || t == GgmlType::Q8_0) return {32, 64, 96, 544, 1056};
   return {32, 48, 96, 100, 288};
 }
 

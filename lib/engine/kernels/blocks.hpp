@@ -172,41 +172,51 @@ inline float reduce4(const float* a) {
 }
 
 // ---------------------------------------------------------------------------
-// Activation layouts (one token row each, all offsets 64-byte aligned).
+// Activation layouts. One token row is a sequence of fixed-size records (one
+// per block pair or super-block), so a kernel reads one stream per token. The
+// row stride is an odd multiple of 64 bytes so the rows of a token batch do not
+// all map to the same L1 sets.
 constexpr size_t align64(size_t n) {
   return (n + 63) & ~size_t{63};
 }
-
-// For Q4_0 / Q8_0 weights: int8 quants (32 per block), the float scale
-// repeated 8x per block, and the per-4-element integer correction that lets
-// u8 x s8 dot products (vpdpbusd) use unsigned weights:
-//   Q4_0: corr = -8 * sum(a[4p..4p+3]),  Q8_0 (weights xor 0x80): -128 * sum.
-struct ActsQ8Layout {
-  size_t qs_off, d_off, corr_off, row_bytes;
-};
-inline ActsQ8Layout acts_q8_layout(int64_t k) {
-  const size_t nb = static_cast<size_t>(k / 32);
-  ActsQ8Layout l{};
-  l.qs_off = 0;
-  l.d_off = align64(static_cast<size_t>(k));
-  l.corr_off = l.d_off + align64(nb * 8 * sizeof(float));
-  l.row_bytes = l.corr_off + align64(nb * 8 * sizeof(int32_t));
-  return l;
+inline size_t acts_row_stride(size_t bytes) {
+  size_t s = align64(bytes);
+  if ((s / 64) % 2 == 0) s += 64;
+  return s;
 }
 
-// For Q4_K / Q6_K weights: quants widened to int16 (256 per super-block), one
-// float scale per super-block, and per-32-element sums (int16) for Q4_K mins.
-struct ActsKLayout {
-  size_t q_off, d_off, bsum_off, row_bytes;
-};
-inline ActsKLayout acts_k_layout(int64_t k) {
-  const size_t nsb = static_cast<size_t>(k / 256);
-  ActsKLayout l{};
-  l.q_off = 0;
-  l.d_off = align64(static_cast<size_t>(k) * 2);
-  l.bsum_off = l.d_off + align64(nsb * sizeof(float));
-  l.row_bytes = l.bsum_off + align64(nsb * 8 * sizeof(int16_t));
-  return l;
+// For Q4_0 / Q8_0 weights, blocks go in groups of 16 (the last group padded
+// with zero blocks). Lane L (0..15) of group g is block 16g + L, so one SIMD
+// int32 lane accumulates a whole block's dot product. Record g (640 bytes):
+//   [0, 512)   8 rows of 64 bytes: row i, lane L (bytes 4L..4L+3) = elements
+//              4i..4i+3 of block 16g + L;
+//   [512, 576) 16 floats: the scale d of each block;
+//   [576, 640) 16 int32: the correction that lets u8 x s8 dot products
+//              (vpdpbusd) take unsigned weights: Q4_0: -8 * sum of the block's
+//              quants; Q8_0 (weights xor 0x80): -128 * sum.
+constexpr size_t kQ8GroupBytes = 640;
+constexpr size_t kQ8GroupD = 512;
+constexpr size_t kQ8GroupCorr = 576;
+inline int64_t q8_groups(int64_t k) {
+  return (k / 32 + 15) / 16;
+}
+inline size_t acts_q8_row_bytes(int64_t k) {
+  return acts_row_stride(static_cast<size_t>(q8_groups(k)) * kQ8GroupBytes);
+}
+// Byte offset in its group record of element e (0..31) of lane L's block.
+constexpr int q8_group_pos(int L, int e) {
+  return 64 * (e / 4) + 4 * L + (e % 4);
+}
+
+// For Q4_K / Q6_K weights, record b (576 bytes) per super-block:
+//   [0, 512)   int16 quants, natural order;
+//   [512, 516) float scale d;
+//   [516, 532) 8 int16 sums of 32-element sub-blocks (for Q4_K's mins).
+constexpr size_t kKBlockBytes = 576;
+constexpr size_t kKBlockD = 512;
+constexpr size_t kKBlockBsum = 516;
+inline size_t acts_k_row_bytes(int64_t k) {
+  return acts_row_stride(static_cast<size_t>(k / 256) * kKBlockBytes);
 }
 
 }  // namespace epyctune::engine::kernels::detail

@@ -1,7 +1,9 @@
-// avx512 kernels for k_quants weights (not vectorized yet: dispatch falls back
-// to the next lower ISA, which gives identical results).
-#include "engine/kernels/kernel_table.hpp"
+// AVX-512 (F/BW/VL, no VNNI) kernels for Q4_K and Q6_K weights.
+#include "engine/kernels/k_quants_avx512_impl.hpp"
 
 namespace epyctune::engine::kernels::detail {
-void fill_avx512_table_k_quants(MatmulTable&) {}
+void fill_avx512_table_k_quants(MatmulTable& t) {
+  t.q4_k = avx512k::matmul<true, false>;
+  t.q6_k = avx512k::matmul<false, false>;
+}
 }  // namespace epyctune::engine::kernels::detail

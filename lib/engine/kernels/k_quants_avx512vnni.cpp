@@ -1,7 +1,9 @@
-// avx512vnni kernels for k_quants weights (not vectorized yet: dispatch falls back
-// to the next lower ISA, which gives identical results).
-#include "engine/kernels/kernel_table.hpp"
+// AVX-512 VNNI kernels for Q4_K and Q6_K weights (vpdpwssd).
+#include "engine/kernels/k_quants_avx512_impl.hpp"
 
 namespace epyctune::engine::kernels::detail {
-void fill_avx512vnni_table_k_quants(MatmulTable&) {}
+void fill_avx512vnni_table_k_quants(MatmulTable& t) {
+  t.q4_k = avx512k::matmul<true, true>;
+  t.q6_k = avx512k::matmul<false, true>;
+}
 }  // namespace epyctune::engine::kernels::detail

@@ -33,6 +33,11 @@ void fill_avx512_table_float(MatmulTable& t);
 void fill_avx512vnni_table_qx_0(MatmulTable& t);
 void fill_avx512vnni_table_k_quants(MatmulTable& t);
 
+// AVX2 activation quantizers (quantize_acts_avx2.cpp): one scale for n
+// elements (a multiple of 32 / 16), bytes identical to the scalar rule.
+float quantize_group_i8_avx2(const float* x, int n, int8_t* q);
+float quantize_group_i16_avx2(const float* x, int n, int16_t* q);
+
 // prepare_acts bodies (same source compiled per ISA flags; exact elementwise
 // float ops only, so the bytes do not depend on the ISA).
 void prepare_acts_q8(GgmlType wtype, const float* x, int n_tokens, int64_t k, Acts& out);

@@ -18,7 +18,7 @@ namespace {
 
 // Quantizes n elements with one scale; returns d. q must hold n values.
 template <class Q>
-float quantize_group(const float* x, int n, Q* q) {
+float quantize_group_scalar(const float* x, int n, Q* q) {
   float amax = 0.0f;
   for (int j = 0; j < n; ++j) amax = std::max(amax, std::fabs(x[j]));
   const float d = amax / 127.0f;
@@ -31,44 +31,58 @@ float quantize_group(const float* x, int n, Q* q) {
   return d;
 }
 
+// The AVX2 quantizer gives the same bytes; use it when the CPU has AVX2 and
+// the active ISA allows it.
+bool use_avx2() { return static_cast<int>(active_isa()) >= static_cast<int>(Isa::avx2); }
+float quantize_group(const float* x, int n, int8_t* q) {
+  return use_avx2() ? quantize_group_i8_avx2(x, n, q) : quantize_group_scalar(x, n, q);
+}
+float quantize_group(const float* x, int n, int16_t* q) {
+  return use_avx2() ? quantize_group_i16_avx2(x, n, q) : quantize_group_scalar(x, n, q);
+}
+
 }  // namespace
 
 void prepare_acts_q8(GgmlType wtype, const float* x, int n_tokens, int64_t k, Acts& out) {
-  const ActsQ8Layout l = acts_q8_layout(k);
   const int64_t nb = k / 32;
+  const int64_t ng = q8_groups(k);
   const int32_t corr_mul = wtype == GgmlType::Q4_0 ? -8 : -128;
   for (int t = 0; t < n_tokens; ++t) {
-    uint8_t* row = out.data.data() + static_cast<size_t>(t) * l.row_bytes;
-    auto* qs = reinterpret_cast<int8_t*>(row + l.qs_off);
-    auto* d = reinterpret_cast<float*>(row + l.d_off);
-    auto* corr = reinterpret_cast<int32_t*>(row + l.corr_off);
+    uint8_t* row = out.data.data() + static_cast<size_t>(t) * out.row_bytes;
     const float* xt = x + static_cast<size_t>(t) * static_cast<size_t>(k);
-    for (int64_t b = 0; b < nb; ++b) {
-      const float db = quantize_group(xt + b * 32, 32, qs + b * 32);
-      for (int p = 0; p < 8; ++p) {
-        d[b * 8 + p] = db;
-        const int8_t* g = qs + b * 32 + p * 4;
-        corr[b * 8 + p] = corr_mul * (g[0] + g[1] + g[2] + g[3]);
+    for (int64_t g = 0; g < ng; ++g) {
+      uint8_t* rec = row + static_cast<size_t>(g) * kQ8GroupBytes;
+      auto* qs = reinterpret_cast<int8_t*>(rec);
+      auto* d = reinterpret_cast<float*>(rec + kQ8GroupD);
+      auto* corr = reinterpret_cast<int32_t*>(rec + kQ8GroupCorr);
+      for (int L = 0; L < 16; ++L) {
+        const int64_t b = 16 * g + L;
+        int8_t q[32] = {};
+        d[L] = b < nb ? quantize_group(xt + b * 32, 32, q) : 0.0f;
+        int sum = 0;
+        for (int e = 0; e < 32; ++e) sum += q[e];
+        for (int i = 0; i < 8; ++i) std::memcpy(qs + q8_group_pos(L, 4 * i), q + 4 * i, 4);
+        corr[L] = corr_mul * sum;
       }
     }
   }
 }
 
 void prepare_acts_k(const float* x, int n_tokens, int64_t k, Acts& out) {
-  const ActsKLayout l = acts_k_layout(k);
   const int64_t nsb = k / 256;
   for (int t = 0; t < n_tokens; ++t) {
-    uint8_t* row = out.data.data() + static_cast<size_t>(t) * l.row_bytes;
-    auto* q = reinterpret_cast<int16_t*>(row + l.q_off);
-    auto* d = reinterpret_cast<float*>(row + l.d_off);
-    auto* bsum = reinterpret_cast<int16_t*>(row + l.bsum_off);
+    uint8_t* row = out.data.data() + static_cast<size_t>(t) * out.row_bytes;
     const float* xt = x + static_cast<size_t>(t) * static_cast<size_t>(k);
     for (int64_t b = 0; b < nsb; ++b) {
-      d[b] = quantize_group(xt + b * 256, 256, q + b * 256);
+      uint8_t* rec = row + static_cast<size_t>(b) * kKBlockBytes;
+      auto* q = reinterpret_cast<int16_t*>(rec);
+      auto* d = reinterpret_cast<float*>(rec + kKBlockD);
+      auto* bsum = reinterpret_cast<int16_t*>(rec + kKBlockBsum);
+      *d = quantize_group(xt + b * 256, 256, q);
       for (int j = 0; j < 8; ++j) {
         int s = 0;
-        for (int i = 0; i < 32; ++i) s += q[b * 256 + j * 32 + i];
-        bsum[b * 8 + j] = static_cast<int16_t>(s);
+        for (int i = 0; i < 32; ++i) s += q[j * 32 + i];
+        bsum[j] = static_cast<int16_t>(s);
       }
     }
   }
@@ -99,16 +113,16 @@ void prepare_acts(GgmlType weight_type, const float* x, int n_tokens, int64_t k,
     case GgmlType::Q4_0:
     case GgmlType::Q8_0:
       out.vec_type = GgmlType::Q8_0;
-      out.row_bytes = acts_q8_layout(k).row_bytes;
+      out.row_bytes = acts_q8_row_bytes(k);
       break;
     case GgmlType::Q4_K:
     case GgmlType::Q6_K:
       out.vec_type = GgmlType::Q8_K;
-      out.row_bytes = acts_k_layout(k).row_bytes;
+      out.row_bytes = acts_k_row_bytes(k);
       break;
     default:
       out.vec_type = GgmlType::F32;
-      out.row_bytes = align64(static_cast<size_t>(k) * 4);
+      out.row_bytes = acts_row_stride(static_cast<size_t>(k) * 4);
       break;
   }
   const size_t need = out.row_bytes * static_cast<size_t>(n_tokens);

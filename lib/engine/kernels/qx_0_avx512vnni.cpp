@@ -1,7 +1,9 @@
-// avx512vnni kernels for qx_0 weights (not vectorized yet: dispatch falls back
-// to the next lower ISA, which gives identical results).
-#include "engine/kernels/kernel_table.hpp"
+// AVX-512 VNNI kernels for Q4_0 and Q8_0 weights (vpdpbusd).
+#include "engine/kernels/qx_0_avx512_impl.hpp"
 
 namespace epyctune::engine::kernels::detail {
-void fill_avx512vnni_table_qx_0(MatmulTable&) {}
+void fill_avx512vnni_table_qx_0(MatmulTable& t) {
+  t.q4_0 = avx512::matmul<true, true>;
+  t.q8_0 = avx512::matmul<false, true>;
+}
 }  // namespace epyctune::engine::kernels::detail

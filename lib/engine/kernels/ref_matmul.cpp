@@ -1,9 +1,9 @@
 // Scalar reference matmuls: the canonical accumulation order every ISA
 // reproduces bit for bit (and the oracle of the kernel tests).
 //
-// Q4_0 / Q8_0 (blocks of 32): for block b and 4-element group p (elements
-//   4p..4p+3), P = sum (w - offset) * a is an exact integer; with
-//   s = fp32(d_w) * d_a it accumulates as acc[8*(b&1) + p] = fma(P, s, acc[...]).
+// Q4_0 / Q8_0 (blocks of 32): block b's dot product P = sum w * a is an exact
+//   integer; with s = fp32(d_w) * d_a it accumulates into stripe b % 16:
+//   acc[b % 16] = fma(P, s, acc[b % 16]).
 // Q4_K / Q6_K (super-blocks of 256): wq_i = q_i * scale(sub-block of i) is an
 //   exact int16; lane l = (i % 32) / 2 collects I[l] = sum wq_i * a_i (exact);
 //   acc[l] = fma(I[l], fp32(d_w) * d_a, acc[l]). Q4_K mins: M[i] =
@@ -30,35 +30,31 @@ void for_rows_tokens(const uint8_t* w, size_t w_row_bytes, const Acts& acts, flo
 template <bool kQ4>
 void matmul_qx_0(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
                  int64_t r0, int64_t r1) {
-  const ActsQ8Layout l = acts_q8_layout(acts.k);
   const int64_t nb = acts.k / 32;
   for_rows_tokens(w, w_row_bytes, acts, y, ldy, r0, r1, [&](const uint8_t* row, const uint8_t* a) {
-    const auto* qa = reinterpret_cast<const int8_t*>(a + l.qs_off);
-    const auto* da = reinterpret_cast<const float*>(a + l.d_off);
     float acc[16] = {};
     for (int64_t b = 0; b < nb; ++b) {
+      const int L = static_cast<int>(b % 16);
+      const uint8_t* rec = a + static_cast<size_t>(b / 16) * kQ8GroupBytes;
+      const auto* qa = reinterpret_cast<const int8_t*>(rec);
+      const float da = reinterpret_cast<const float*>(rec + kQ8GroupD)[L];
       int wq[32];
-      uint16_t dw;
+      float dw;
       if constexpr (kQ4) {
         const auto* blk = reinterpret_cast<const BlockQ4_0*>(row) + b;
-        dw = blk->d;
-        for (int j = 0; j < 16; ++j) {
-          wq[j] = (blk->qs[j] & 0xF) - 8;
-          wq[j + 16] = (blk->qs[j] >> 4) - 8;
+        dw = fp16_to_f32(blk->d);
+        for (int e = 0; e < 16; ++e) {
+          wq[e] = (blk->qs[e] & 0xF) - 8;
+          wq[e + 16] = (blk->qs[e] >> 4) - 8;
         }
       } else {
         const auto* blk = reinterpret_cast<const BlockQ8_0*>(row) + b;
-        dw = blk->d;
-        for (int j = 0; j < 32; ++j) wq[j] = blk->qs[j];
+        dw = fp16_to_f32(blk->d);
+        for (int e = 0; e < 32; ++e) wq[e] = blk->qs[e];
       }
-      const float s = fp16_to_f32(dw) * da[b * 8];
-      const int8_t* ab = qa + b * 32;
-      for (int p = 0; p < 8; ++p) {
-        int sum = 0;
-        for (int e = 0; e < 4; ++e) sum += wq[4 * p + e] * ab[4 * p + e];
-        float& lane = acc[8 * (b & 1) + p];
-        lane = std::fma(static_cast<float>(sum), s, lane);
-      }
+      int sum = 0;
+      for (int e = 0; e < 32; ++e) sum += wq[e] * qa[q8_group_pos(L, e)];
+      acc[L] = std::fma(static_cast<float>(sum), dw * da, acc[L]);
     }
     return reduce16(acc);
   });
@@ -101,15 +97,15 @@ void unpack_q6_K(const BlockQ6_K& blk, int wq[256]) {
 template <bool kQ4K>
 void matmul_k(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
               int64_t r0, int64_t r1) {
-  const ActsKLayout l = acts_k_layout(acts.k);
   const int64_t nsb = acts.k / 256;
   for_rows_tokens(w, w_row_bytes, acts, y, ldy, r0, r1, [&](const uint8_t* row, const uint8_t* a) {
-    const auto* qa = reinterpret_cast<const int16_t*>(a + l.q_off);
-    const auto* da = reinterpret_cast<const float*>(a + l.d_off);
-    const auto* bs = reinterpret_cast<const int16_t*>(a + l.bsum_off);
     float acc[16] = {};
     float accm[4] = {};
     for (int64_t b = 0; b < nsb; ++b) {
+      const uint8_t* rec = a + static_cast<size_t>(b) * kKBlockBytes;
+      const auto* ab = reinterpret_cast<const int16_t*>(rec);
+      const float da = *reinterpret_cast<const float*>(rec + kKBlockD);
+      const auto* bb = reinterpret_cast<const int16_t*>(rec + kKBlockBsum);
       int wq[256];
       int mins[8];
       float dw;
@@ -125,13 +121,11 @@ void matmul_k(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, 
         dw = fp16_to_f32(blk.d);
       }
       int lanes[16] = {};
-      const int16_t* ab = qa + b * 256;
       for (int i = 0; i < 256; ++i) lanes[(i % 32) / 2] += wq[i] * ab[i];
-      const float s = dw * da[b];
+      const float s = dw * da;
       for (int i = 0; i < 16; ++i) acc[i] = std::fma(static_cast<float>(lanes[i]), s, acc[i]);
       if constexpr (kQ4K) {
-        const float sm = dmin * da[b];
-        const int16_t* bb = bs + b * 8;
+        const float sm = dmin * da;
         for (int i = 0; i < 4; ++i) {
           const int m = mins[2 * i] * bb[2 * i] + mins[2 * i + 1] * bb[2 * i + 1];
           accm[i] = std::fma(static_cast<float>(m), sm, accm[i]);
