@@ -113,7 +113,7 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::filesystem::path& path,
   bool copy = opts.copy_weights || opts.hugepages || opts.numa != runtime::NumaPolicy::none;
   if (copy) {
     auto t1 = std::chrono::steady_clock::now();
-    auto r = copy_weights(w, opts.hugepages, opts.numa, opts.numa_nodes, pool);
+    auto r = copy_weights(*m->file_, w, opts.hugepages, opts.numa, opts.numa_nodes, pool);
     m->impl_->weight_copy = std::move(r.memory);
     m->load_.pages = m->impl_->weight_copy.kind();
     m->load_.page_note = r.note;
@@ -167,7 +167,15 @@ std::string LlamaModel::placement_summary() const {
     ranges.push_back({b, reinterpret_cast<uint64_t>(bytes.data()) + bytes.size()});
   }
   auto p = runtime::placement_of(entries, ranges);
-  return fmt::format("{} ({})", p.summary(), runtime::page_kind_name(load_.pages));
+  std::string out = fmt::format("{} ({})", p.summary(), runtime::page_kind_name(load_.pages));
+  if (load_.pages == runtime::PageKind::thp) {
+    std::string e2;
+    uint64_t huge = runtime::read_self_anon_huge_bytes(ranges, e2);
+    out += e2.empty() ? fmt::format("; THP granted for {:.2f} GiB of {:.2f} GiB",
+                                    huge / 1073741824.0, p.total_bytes() / 1073741824.0)
+                      : "; " + e2;
+  }
+  return out;
 }
 
 void LlamaModel::truncate(int pos) {

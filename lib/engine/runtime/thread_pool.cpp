@@ -53,7 +53,7 @@ int spin_iterations() {
   static const int n = [] {
     const char* e = std::getenv("EPYCTUNE_SPIN");
     if (e && *e) return std::max(0, std::atoi(e));
-    return 20000;
+    return 4000;
   }();
   return n;
 }
