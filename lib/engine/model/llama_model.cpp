@@ -50,9 +50,19 @@ void prefault_weights(LlamaWeights& w, runtime::ThreadPool& pool) {
   std::vector<uint64_t> sums(size_t(pool.size()) * 8, 0);
   pool.parallel_for(static_cast<int64_t>(pieces.size()), 1, [&](int64_t b, int64_t e, int tid) {
     uint64_t s = 0;
-    for (int64_t i = b; i < e; ++i)
+    for (int64_t i = b; i < e; ++i) {
+#ifdef MADV_POPULATE_READ
+      // One syscall maps the whole piece (Linux >= 5.14), far cheaper than a
+      // fault per 4 KiB page; older kernels answer EINVAL and we touch pages.
+      auto addr = reinterpret_cast<uintptr_t>(pieces[i].p);
+      auto page = addr & ~uintptr_t{4095};
+      if (madvise(reinterpret_cast<void*>(page), pieces[i].n + (addr - page),
+                  MADV_POPULATE_READ) == 0)
+        continue;
+#endif
       for (size_t o = 0; o < pieces[i].n; o += 4096)
         s += *static_cast<const volatile uint8_t*>(pieces[i].p + o);
+    }
     sums[size_t(tid) * 8] += s;
   });
 }
