@@ -164,7 +164,7 @@ void matmul(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, in
 }  // namespace
 
 void fill_avx2_table_k_quants(MatmulTable& t) {
-  t.q4_k = matmul<true>;
+
   t.q6_k = matmul<false>;
 }
 

@@ -12,10 +12,13 @@
 #include "engine/kernels/kernel_table.hpp"
 
 namespace epyctune::engine::kernels::detail::avx512k {
+// Internal linkage: this header is compiled into TUs with different ISA
+// flags, and one TU must never call another TU's copy.
+namespace {
 
 constexpr int kMaxTokens = 8;
 
-inline float reduce16(__m512 acc) {
+[[gnu::always_inline]] inline float reduce16(__m512 acc) {
   const __m256 lo = _mm512_castps512_ps256(acc);
   const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1));
   const __m256 h = _mm256_add_ps(lo, hi);
@@ -23,7 +26,7 @@ inline float reduce16(__m512 acc) {
   const __m128 r = _mm_add_ps(q, _mm_movehl_ps(q, q));
   return _mm_cvtss_f32(_mm_add_ss(r, _mm_shuffle_ps(r, r, 1)));
 }
-inline float reduce4(__m128 a) {
+[[gnu::always_inline]] inline float reduce4(__m128 a) {
   const __m128 r = _mm_add_ps(a, _mm_movehl_ps(a, a));
   return _mm_cvtss_f32(_mm_add_ss(r, _mm_shuffle_ps(r, r, 1)));
 }
@@ -35,12 +38,12 @@ struct KBlock {
   __m128 dmin;   // Q4_K: fp32(dmin) broadcast
 };
 
-inline float half_to_float(uint16_t h) {
+[[gnu::always_inline]] inline float half_to_float(uint16_t h) {
   return _cvtsh_ss(h);
 }
 
 template <bool kQ4K>
-inline void load_block(const uint8_t* p, KBlock& kb) {
+[[gnu::always_inline]] inline void load_block(const uint8_t* p, KBlock& kb) {
   if constexpr (kQ4K) {
     const auto& b = *reinterpret_cast<const BlockQ4_K*>(p);
     alignas(16) uint8_t sc[8], mn[8];
@@ -94,7 +97,7 @@ inline void load_block(const uint8_t* p, KBlock& kb) {
 }
 
 template <bool kVnni>
-inline __m512i block_dot(const KBlock& kb, const uint8_t* rec) {
+[[gnu::always_inline]] inline __m512i block_dot(const KBlock& kb, const uint8_t* rec) {
   auto a = [&](int c) { return _mm512_load_si512(rec + 64 * c); };
   __m512i s[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
 #pragma GCC unroll 8
@@ -188,4 +191,5 @@ void matmul(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, in
   }
 }
 
+}  // namespace
 }  // namespace epyctune::engine::kernels::detail::avx512k

@@ -42,5 +42,6 @@ float quantize_group_i16_avx2(const float* x, int n, int16_t* q);
 // float ops only, so the bytes do not depend on the ISA).
 void prepare_acts_q8(GgmlType wtype, const float* x, int n_tokens, int64_t k, Acts& out);
 void prepare_acts_k(const float* x, int n_tokens, int64_t k, Acts& out);
+void prepare_acts_q4k(const float* x, int n_tokens, int64_t k, Acts& out);
 
 }  // namespace epyctune::engine::kernels::detail
