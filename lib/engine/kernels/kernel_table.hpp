@@ -26,6 +26,7 @@ struct MatmulTable {
 void fill_scalar_table(MatmulTable& t);
 void fill_avx2_table_qx_0(MatmulTable& t);
 void fill_avx2_table_k_quants(MatmulTable& t);
+void fill_avx2_table_q4_k(MatmulTable& t);
 void fill_avx2_table_float(MatmulTable& t);
 void fill_avx512_table_qx_0(MatmulTable& t);
 void fill_avx512_table_k_quants(MatmulTable& t);
