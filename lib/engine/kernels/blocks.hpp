@@ -247,11 +247,9 @@ constexpr int q4k_pair_pos(int L, int e) {
 
 // For Q6_K weights, record b (576 bytes) per super-block:
 //   [0, 512)   int16 quants, natural order;
-//   [512, 516) float scale d;
-//   [516, 532) 8 int16 sums of 32-element sub-blocks (for Q4_K's mins).
+//   [512, 516) float scale d; the rest is padding to whole cache lines.
 constexpr size_t kKBlockBytes = 576;
 constexpr size_t kKBlockD = 512;
-constexpr size_t kKBlockBsum = 516;
 inline size_t acts_k_row_bytes(int64_t k) {
   return acts_row_stride(static_cast<size_t>(k / 256) * kKBlockBytes);
 }

@@ -4,8 +4,7 @@
 
 namespace epyctune::engine::kernels::detail {
 void fill_avx512_table_k_quants(MatmulTable& t) {
-
-  t.q6_k = avx512k::matmul<false, false>;
+  t.q6_k = avx512k::matmul<false>;
   t.q4_k = avx512q4k::matmul<false>;
 }
 }  // namespace epyctune::engine::kernels::detail

@@ -4,8 +4,7 @@
 
 namespace epyctune::engine::kernels::detail {
 void fill_avx512vnni_table_k_quants(MatmulTable& t) {
-
-  t.q6_k = avx512k::matmul<false, true>;
+  t.q6_k = avx512k::matmul<true>;
   t.q4_k = avx512q4k::matmul<true>;
 }
 }  // namespace epyctune::engine::kernels::detail

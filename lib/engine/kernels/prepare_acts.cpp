@@ -33,7 +33,9 @@ float quantize_group_scalar(const float* x, int n, Q* q) {
 
 // The AVX2 quantizer gives the same bytes; use it when the CPU has AVX2 and
 // the active ISA allows it.
-bool use_avx2() { return static_cast<int>(active_isa()) >= static_cast<int>(Isa::avx2); }
+bool use_avx2() {
+  return static_cast<int>(active_isa()) >= static_cast<int>(Isa::avx2);
+}
 float quantize_group(const float* x, int n, int8_t* q) {
   return use_avx2() ? quantize_group_i8_avx2(x, n, q) : quantize_group_scalar(x, n, q);
 }
@@ -107,13 +109,7 @@ void prepare_acts_k(const float* x, int n_tokens, int64_t k, Acts& out) {
       uint8_t* rec = row + static_cast<size_t>(b) * kKBlockBytes;
       auto* q = reinterpret_cast<int16_t*>(rec);
       auto* d = reinterpret_cast<float*>(rec + kKBlockD);
-      auto* bsum = reinterpret_cast<int16_t*>(rec + kKBlockBsum);
       *d = quantize_group(xt + b * 256, 256, q);
-      for (int j = 0; j < 8; ++j) {
-        int s = 0;
-        for (int i = 0; i < 32; ++i) s += q[j * 32 + i];
-        bsum[j] = static_cast<int16_t>(s);
-      }
     }
   }
 }

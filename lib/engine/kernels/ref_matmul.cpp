@@ -63,23 +63,6 @@ void matmul_qx_0(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* 
   });
 }
 
-// Fills wq[256] with q * sub-block scale for one super-block; for Q4_K also the
-// 8 mins and the fp16 dmin.
-void unpack_q4_K(const BlockQ4_K& blk, int wq[256], int mins[8]) {
-  for (int j = 0; j < 8; ++j) {
-    uint8_t sc, m;
-    q4k_scale_min(j, blk.scales, sc, m);
-    mins[j] = m;
-    const int chunk = j / 2;
-    const bool high = j & 1;
-    for (int i = 0; i < 32; ++i) {
-      const uint8_t byte = blk.qs[32 * chunk + i];
-      const int q = high ? byte >> 4 : byte & 0xF;
-      wq[32 * j + i] = q * sc;
-    }
-  }
-}
-
 void unpack_q6_K(const BlockQ6_K& blk, int wq[256]) {
   for (int n = 0; n < 2; ++n) {
     const uint8_t* ql = blk.ql + 64 * n;
@@ -128,45 +111,23 @@ void matmul_q4_K(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* 
   });
 }
 
-template <bool kQ4K>
-void matmul_k(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
-              int64_t r0, int64_t r1) {
+void matmul_q6_K(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
+                 int64_t r0, int64_t r1) {
   const int64_t nsb = acts.k / 256;
   for_rows_tokens(w, w_row_bytes, acts, y, ldy, r0, r1, [&](const uint8_t* row, const uint8_t* a) {
     float acc[16] = {};
-    float accm[4] = {};
     for (int64_t b = 0; b < nsb; ++b) {
       const uint8_t* rec = a + static_cast<size_t>(b) * kKBlockBytes;
       const auto* ab = reinterpret_cast<const int16_t*>(rec);
       const float da = *reinterpret_cast<const float*>(rec + kKBlockD);
-      const auto* bb = reinterpret_cast<const int16_t*>(rec + kKBlockBsum);
+      const auto& blk = reinterpret_cast<const BlockQ6_K*>(row)[b];
       int wq[256];
-      int mins[8];
-      float dw;
-      float dmin = 0.0f;
-      if constexpr (kQ4K) {
-        const auto& blk = reinterpret_cast<const BlockQ4_K*>(row)[b];
-        unpack_q4_K(blk, wq, mins);
-        dw = fp16_to_f32(blk.d);
-        dmin = fp16_to_f32(blk.dmin);
-      } else {
-        const auto& blk = reinterpret_cast<const BlockQ6_K*>(row)[b];
-        unpack_q6_K(blk, wq);
-        dw = fp16_to_f32(blk.d);
-      }
+      unpack_q6_K(blk, wq);
       int lanes[16] = {};
       for (int i = 0; i < 256; ++i) lanes[(i % 32) / 2] += wq[i] * ab[i];
-      const float s = dw * da;
+      const float s = fp16_to_f32(blk.d) * da;
       for (int i = 0; i < 16; ++i) acc[i] = std::fma(static_cast<float>(lanes[i]), s, acc[i]);
-      if constexpr (kQ4K) {
-        const float sm = dmin * da;
-        for (int i = 0; i < 4; ++i) {
-          const int m = mins[2 * i] * bb[2 * i] + mins[2 * i + 1] * bb[2 * i + 1];
-          accm[i] = std::fma(static_cast<float>(m), sm, accm[i]);
-        }
-      }
     }
-    if constexpr (kQ4K) return reduce16(acc) - reduce4(accm);
     return reduce16(acc);
   });
 }
@@ -211,7 +172,7 @@ void fill_scalar_table(MatmulTable& t) {
   t.q4_0 = matmul_qx_0<true>;
   t.q8_0 = matmul_qx_0<false>;
   t.q4_k = matmul_q4_K;
-  t.q6_k = matmul_k<false>;
+  t.q6_k = matmul_q6_K;
 }
 
 }  // namespace epyctune::engine::kernels::detail
