@@ -101,11 +101,11 @@ template <bool kQ4, bool kVnni>
   auto a = [&](int i) { return _mm512_load_si512(rec + 64 * i); };
   const __m512i corr = _mm512_load_si512(rec + kQ8GroupCorr);
   if constexpr (kVnni) {
-    // Four independent chains: integer sums are exact in any order.
-    __m512i s[4] = {corr, _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
+    // Two independent chains: integer sums are exact in any order.
+    __m512i s[2] = {corr, _mm512_setzero_si512()};
 #pragma GCC unroll 8
-    for (int i = 0; i < 8; ++i) s[i % 4] = _mm512_dpbusd_epi32(s[i % 4], g.w[i], a(i));
-    return _mm512_add_epi32(_mm512_add_epi32(s[0], s[1]), _mm512_add_epi32(s[2], s[3]));
+    for (int i = 0; i < 8; ++i) s[i % 2] = _mm512_dpbusd_epi32(s[i % 2], g.w[i], a(i));
+    return _mm512_add_epi32(s[0], s[1]);
   } else if constexpr (kQ4) {
     // |pair| <= 2 * 15 * 127, so eight of them still fit int16.
     __m512i s16 = _mm512_maddubs_epi16(g.w[0], a(0));
