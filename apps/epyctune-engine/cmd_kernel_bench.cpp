@@ -146,6 +146,21 @@ int run_bench(const BenchOptions& o) {
       }
     }
   }
+  // Validate every type before spending time on the probe.
+  for (const auto& tname : o.types) {
+    GgmlType t;
+    k::detail::Geometry g{};
+    if (!parse_type(tname, t) || !k::detail::geometry(t, g)) {
+      fmt::print(stderr, "kernel-bench: unknown --type '{}' (f32 f16 bf16 q4_0 q8_0 q4_k q6_k)\n",
+                 tname);
+      return 2;
+    }
+    if (cols % g.block_elems != 0) {
+      fmt::print(stderr, "kernel-bench: --cols {} is not a multiple of {}'s block size {}\n", cols,
+                 tname, g.block_elems);
+      return 2;
+    }
+  }
   const size_t probe_bytes = static_cast<size_t>(o.mb) << 20;
   std::vector<uint64_t> probe_buf(probe_bytes / 8, 1);
   const Timing pt = probe_read(probe_buf, o.threads, o.repeat);
