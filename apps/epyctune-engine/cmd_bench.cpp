@@ -127,8 +127,9 @@ int run_bench(const BenchOptions& o) {
     nlohmann::json jb = nlohmann::json::array();
     std::map<int, double> median_pass;
     if (!o.json)
-      fmt::print("{:>5} {:>12} {:>12} {:>12} {:>10} {:>12} {:>10} {:>9}\n", "batch",
-                 "pass ms (med)", "min", "max", "tok/s", "weights MB", "eff GB/s", "CPU share");
+      fmt::print("{:>5} {:>12} {:>12} {:>12} {:>10} {:>12} {:>10} {:>9} {:>10}\n", "batch",
+                 "pass ms (med)", "min", "max", "tok/s", "weights MB", "eff GB/s", "CPU share",
+                 "CPU s/pass");
     for (int k : o.batches) {
       std::span<const int32_t> batch(toks.data(), k);
       model->forward(batch, logits.data());  // warm-up
@@ -146,7 +147,11 @@ int run_bench(const BenchOptions& o) {
         }
         per_pass.push_back(since(t1) / o.passes);
       }
-      const double cpu_share = (cpu_seconds() - cpu0) / (since(wall0) * pool.size());
+      const double cpu_used = cpu_seconds() - cpu0;
+      const double cpu_share = cpu_used / (since(wall0) * pool.size());
+      // CPU seconds one pass costs, whoever else runs: the compute side of the
+      // roofline (includes brief spinning at joins).
+      const double cpu_per_pass = cpu_used / (o.repeat * o.passes);
       Stats s = stats(per_pass);
       median_pass[k] = s.median;
       uint64_t bytes = model->weight_bytes_per_pass(k);
@@ -158,11 +163,14 @@ int run_bench(const BenchOptions& o) {
                       {"weight_bytes_per_pass", bytes},
                       {"effective_gbps", eff},
                       {"cpu_share", cpu_share},
+                      {"cpu_s_per_pass", cpu_per_pass},
                       {"samples_s", per_pass}});
       } else {
-        fmt::print("{:>5} {:>12.2f} {:>12.2f} {:>12.2f} {:>10.2f} {:>12.1f} {:>10.2f} {:>8.0f}%\n",
-                   k, s.median * 1e3, s.min * 1e3, s.max * 1e3, tps, bytes / 1e6, eff,
-                   cpu_share * 100);
+        fmt::print(
+            "{:>5} {:>12.2f} {:>12.2f} {:>12.2f} {:>10.2f} {:>12.1f} {:>10.2f} {:>8.0f}% "
+            "{:>10.3f}\n",
+            k, s.median * 1e3, s.min * 1e3, s.max * 1e3, tps, bytes / 1e6, eff, cpu_share * 100,
+            cpu_per_pass);
       }
     }
 
