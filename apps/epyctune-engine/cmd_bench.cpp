@@ -10,6 +10,7 @@
 // K=1 pass-time ratio, and load time against a plain read() of the file.
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -56,6 +57,13 @@ Stats stats(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   size_t n = v.size();
   return {n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]), v.front(), v.back()};
+}
+
+// CPU seconds (user + system) this process has used, all threads.
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
 // Sequential read() of the whole file in 8 MiB pieces: what loading costs when
@@ -119,13 +127,18 @@ int run_bench(const BenchOptions& o) {
     nlohmann::json jb = nlohmann::json::array();
     std::map<int, double> median_pass;
     if (!o.json)
-      fmt::print("{:>5} {:>12} {:>12} {:>12} {:>10} {:>12} {:>10}\n", "batch", "pass ms (med)",
-                 "min", "max", "tok/s", "weights MB", "eff GB/s");
+      fmt::print("{:>5} {:>12} {:>12} {:>12} {:>10} {:>12} {:>10} {:>9} {:>10}\n", "batch",
+                 "pass ms (med)", "min", "max", "tok/s", "weights MB", "eff GB/s", "CPU share",
+                 "CPU s/pass");
     for (int k : o.batches) {
       std::span<const int32_t> batch(toks.data(), k);
       model->forward(batch, logits.data());  // warm-up
       model->truncate(o.ctx);
       std::vector<double> per_pass;
+      // The share of the pool's CPUs the passes really got: on a shared host
+      // (other jobs, a VM's steal) a figure far below 1 explains slow passes.
+      const double cpu0 = cpu_seconds();
+      const auto wall0 = Clock::now();
       for (int r = 0; r < o.repeat; ++r) {
         auto t1 = Clock::now();
         for (int p = 0; p < o.passes; ++p) {
@@ -134,6 +147,11 @@ int run_bench(const BenchOptions& o) {
         }
         per_pass.push_back(since(t1) / o.passes);
       }
+      const double cpu_used = cpu_seconds() - cpu0;
+      const double cpu_share = cpu_used / (since(wall0) * pool.size());
+      // CPU seconds one pass costs, whoever else runs: the compute side of the
+      // roofline (includes brief spinning at joins).
+      const double cpu_per_pass = cpu_used / (o.repeat * o.passes);
       Stats s = stats(per_pass);
       median_pass[k] = s.median;
       uint64_t bytes = model->weight_bytes_per_pass(k);
@@ -144,12 +162,28 @@ int run_bench(const BenchOptions& o) {
                       {"tokens_per_s", {{"median", tps}, {"min", k / s.max}, {"max", k / s.min}}},
                       {"weight_bytes_per_pass", bytes},
                       {"effective_gbps", eff},
+                      {"cpu_share", cpu_share},
+                      {"cpu_s_per_pass", cpu_per_pass},
                       {"samples_s", per_pass}});
       } else {
-        fmt::print("{:>5} {:>12.2f} {:>12.2f} {:>12.2f} {:>10.2f} {:>12.1f} {:>10.2f}\n", k,
-                   s.median * 1e3, s.min * 1e3, s.max * 1e3, tps, bytes / 1e6, eff);
+        fmt::print(
+            "{:>5} {:>12.2f} {:>12.2f} {:>12.2f} {:>10.2f} {:>12.1f} {:>10.2f} {:>8.0f}% "
+            "{:>10.3f}\n",
+            k, s.median * 1e3, s.min * 1e3, s.max * 1e3, tps, bytes / 1e6, eff, cpu_share * 100,
+            cpu_per_pass);
       }
     }
+
+    // Fork/join cost: regions one single-token pass issues, and the latency of
+    // an empty region on this pool (spinning workers, or futex wake-ups).
+    uint64_t reg0 = pool.regions();
+    model->forward(std::span<const int32_t>(toks.data(), 1), logits.data());
+    model->truncate(o.ctx);
+    const uint64_t regions_per_pass = pool.regions() - reg0;
+    constexpr int kEmpty = 2000;
+    auto te = Clock::now();
+    for (int i = 0; i < kEmpty; ++i) pool.run([](int) {});
+    const double region_us = since(te) / kEmpty * 1e6;
 
     const uint64_t bytes_per_token = model->weight_bytes_per_pass(1);
     const double roofline_tps = bw.median_gbps * 1e9 / bytes_per_token;
@@ -185,6 +219,7 @@ int run_bench(const BenchOptions& o) {
                  {"pages", runtime::page_kind_name(lr.pages)},
                  {"note", lr.page_note}};
     j["placement"] = model->placement_summary();
+    j["pool"] = {{"regions_per_token_pass", regions_per_pass}, {"empty_region_us", region_us}};
     if (o.json) {
       std::cout << j.dump(2) << '\n';
       return 0;
@@ -209,6 +244,8 @@ int run_bench(const BenchOptions& o) {
         load_s, lr.open_s, lr.copy_s, lr.prefault_s, runtime::page_kind_name(lr.pages), read_s,
         file_bytes / read_s / 1e9);
     if (!lr.page_note.empty()) fmt::print("note       {}\n", lr.page_note);
+    fmt::print("pool       {} parallel regions per single-token pass, {:.2f} us per empty region\n",
+               regions_per_pass, region_us);
     fmt::print("placement  {}\n", model->placement_summary());
     return 0;
   } catch (const std::exception& e) {

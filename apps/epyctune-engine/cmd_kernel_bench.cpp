@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cstring>
+#include <ctime>
 #include <random>
 #include <string>
 #include <thread>
@@ -124,7 +124,8 @@ int run_bench(const BenchOptions& o) {
   const int64_t cols = o.cols;
   std::vector<k::Isa> isas;
   if (o.isas.empty()) {
-    for (int i = 0; i <= static_cast<int>(k::best_isa()); ++i) isas.push_back(static_cast<k::Isa>(i));
+    for (int i = 0; i <= static_cast<int>(k::best_isa()); ++i)
+      isas.push_back(static_cast<k::Isa>(i));
   } else {
     for (const auto& s : o.isas) {
       bool found = false;
@@ -139,9 +140,25 @@ int run_bench(const BenchOptions& o) {
         }
       }
       if (!found) {
-        fmt::print(stderr, "kernel-bench: unknown --isa '{}' (scalar, avx2, avx512, avx512vnni)\n", s);
+        fmt::print(stderr, "kernel-bench: unknown --isa '{}' (scalar, avx2, avx512, avx512vnni)\n",
+                   s);
         return 2;
       }
+    }
+  }
+  // Validate every type before spending time on the probe.
+  for (const auto& tname : o.types) {
+    GgmlType t;
+    k::detail::Geometry g{};
+    if (!parse_type(tname, t) || !k::detail::geometry(t, g)) {
+      fmt::print(stderr, "kernel-bench: unknown --type '{}' (f32 f16 bf16 q4_0 q8_0 q4_k q6_k)\n",
+                 tname);
+      return 2;
+    }
+    if (cols % g.block_elems != 0) {
+      fmt::print(stderr, "kernel-bench: --cols {} is not a multiple of {}'s block size {}\n", cols,
+                 tname, g.block_elems);
+      return 2;
     }
   }
   const size_t probe_bytes = static_cast<size_t>(o.mb) << 20;
@@ -150,20 +167,24 @@ int run_bench(const BenchOptions& o) {
   const double probe = static_cast<double>(probe_bytes) / pt.wall / 1e9;
   const double probe_cpu = static_cast<double>(probe_bytes) / pt.cpu / 1e9;
   probe_buf = {};
-  fmt::print("read-bandwidth probe: {:.1f} GB/s wall, {:.1f} GB/s per CPU-second ({} MiB, {} thread(s))\n",
-             probe, probe_cpu, o.mb, o.threads);
-  fmt::print("(GB/s = weight bytes / median wall time; cpuGB/s = weight bytes / busiest thread's\n"
-             " CPU time; bestGB/s = weight bytes / fastest pass: robust when others share the cores;\n"
-             " prep_us = prepare_acts time per token row)\n");
+  fmt::print(
+      "read-bandwidth probe: {:.1f} GB/s wall, {:.1f} GB/s per CPU-second ({} MiB, {} thread(s))\n",
+      probe, probe_cpu, o.mb, o.threads);
+  fmt::print(
+      "(GB/s = weight bytes / median wall time; cpuGB/s = weight bytes / busiest thread's\n"
+      " CPU time; bestGB/s = weight bytes / fastest pass: robust when others share the cores;\n"
+      " prep_us = prepare_acts time per token row)\n");
   fmt::print("{:<6} {:<11} {:>6} {:>8} {:>7} {:>9} {:>8} {:>8} {:>8} {:>7} {:>8}\n", "type", "isa",
-             "tokens", "rows", "cols", "ms/pass", "GB/s", "cpuGB/s", "bestGB/s", "%probe", "prep_us");
+             "tokens", "rows", "cols", "ms/pass", "GB/s", "cpuGB/s", "bestGB/s", "%probe",
+             "prep_us");
   std::mt19937 rng(1);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   for (const auto& tname : o.types) {
     GgmlType t;
     k::detail::Geometry g{};
     if (!parse_type(tname, t) || !k::detail::geometry(t, g)) {
-      fmt::print(stderr, "kernel-bench: unknown --type '{}' (f32 f16 bf16 q4_0 q8_0 q4_k q6_k)\n", tname);
+      fmt::print(stderr, "kernel-bench: unknown --type '{}' (f32 f16 bf16 q4_0 q8_0 q4_k q6_k)\n",
+                 tname);
       return 2;
     }
     if (cols % g.block_elems != 0) {
@@ -173,7 +194,8 @@ int run_bench(const BenchOptions& o) {
     }
     const size_t row_bytes = static_cast<size_t>(cols / g.block_elems) * g.block_bytes;
     const int64_t rows =
-        o.rows > 0 ? o.rows : std::max<int64_t>(o.threads, static_cast<int64_t>(probe_bytes / row_bytes));
+        o.rows > 0 ? o.rows
+                   : std::max<int64_t>(o.threads, static_cast<int64_t>(probe_bytes / row_bytes));
     // A few distinct quantized rows, replicated: real values, cheap to build.
     std::vector<uint8_t> w(row_bytes * static_cast<size_t>(rows));
     std::vector<float> src(static_cast<size_t>(cols));
@@ -181,7 +203,8 @@ int run_bench(const BenchOptions& o) {
       for (auto& v : src) v = dist(rng) * 0.05f;
       k::quantize_row(t, src.data(), w.data() + r * row_bytes, cols);
     }
-    for (int64_t r = 16; r < rows; ++r) std::memcpy(&w[r * row_bytes], &w[(r % 16) * row_bytes], row_bytes);
+    for (int64_t r = 16; r < rows; ++r)
+      std::memcpy(&w[r * row_bytes], &w[(r % 16) * row_bytes], row_bytes);
     for (int nt : o.tokens) {
       std::vector<float> x(static_cast<size_t>(nt * cols));
       for (auto& v : x) v = dist(rng);
@@ -211,9 +234,11 @@ int run_bench(const BenchOptions& o) {
           prep.push_back(std::chrono::duration<double>(Clock::now() - p0).count() / nt);
         }
         std::sort(prep.begin(), prep.end());
-        fmt::print("{:<6} {:<11} {:>6} {:>8} {:>7} {:>9.3f} {:>8.1f} {:>8.1f} {:>8.1f} {:>6.0f}% {:>8.1f}\n",
-                   tname, k::isa_name(isa), nt, rows, cols, s.wall * 1e3, gbs, cgbs, bgbs,
-                   100.0 * gbs / probe, prep.front() * 1e6);
+        fmt::print(
+            "{:<6} {:<11} {:>6} {:>8} {:>7} {:>9.3f} {:>8.1f} {:>8.1f} {:>8.1f} {:>6.0f}% "
+            "{:>8.1f}\n",
+            tname, k::isa_name(isa), nt, rows, cols, s.wall * 1e3, gbs, cgbs, bgbs,
+            100.0 * gbs / probe, prep.front() * 1e6);
       }
     }
   }
@@ -229,8 +254,10 @@ void add_kernel_bench_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_option("--tokens", opts->tokens, "token batch sizes")->delimiter(',');
   cmd->add_option("--cols", opts->cols, "k: elements per weight row");
   cmd->add_option("--rows", opts->rows, "weight rows (default: fill --mb)");
-  cmd->add_option("--mb", opts->mb, "weight matrix and probe size in MiB")->check(CLI::Range(1, 65536));
-  cmd->add_option("--threads", opts->threads, "threads (disjoint row ranges)")->check(CLI::Range(1, 1024));
+  cmd->add_option("--mb", opts->mb, "weight matrix and probe size in MiB")
+      ->check(CLI::Range(1, 65536));
+  cmd->add_option("--threads", opts->threads, "threads (disjoint row ranges)")
+      ->check(CLI::Range(1, 1024));
   cmd->add_option("--repeat", opts->repeat, "timed passes; the median is reported")
       ->check(CLI::Range(1, 1000));
   cmd->callback([opts, &global] { global.exit_code = run_bench(*opts); });

@@ -74,6 +74,16 @@ std::vector<double> act_values(const Acts& a, int t, std::vector<double>& step) 
       v[i] = double(q[q8_group_pos(L, e)]) * d[L];
       step[i] = d[L];
     }
+  } else if (a.weight_type == GgmlType::Q4_K) {
+    for (int64_t i = 0; i < a.k; ++i) {
+      const int64_t b = i / 256;
+      const int L = static_cast<int>(8 * (b % 2) + (i % 256) / 32), e = static_cast<int>(i % 32);
+      const uint8_t* rec = row + (b / 2) * kQ4KPairBytes;
+      const auto* q = reinterpret_cast<const int8_t*>(rec);
+      const auto* d = reinterpret_cast<const float*>(rec + kQ4KPairD);
+      v[i] = double(q[q4k_pair_pos(L, e)]) * d[L];
+      step[i] = d[L];
+    }
   } else if (a.vec_type == GgmlType::Q8_K) {
     for (int64_t i = 0; i < a.k; ++i) {
       const uint8_t* rec = row + (i / 256) * kKBlockBytes;

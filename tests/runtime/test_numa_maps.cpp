@@ -45,3 +45,17 @@ TEST_CASE("malformed numa_maps lines name the line") {
                     doctest::Contains("line 2"));
   CHECK_THROWS_WITH(parse_numa_maps("7f00 default Nx=1 N0=abc\n"), doctest::Contains("line 1"));
 }
+
+TEST_CASE("smaps AnonHugePages is summed over the mappings that overlap the ranges") {
+  const char* smaps =
+      "7f0000000000-7f0000800000 rw-p 00000000 00:00 0\n"
+      "Size:               8192 kB\n"
+      "AnonHugePages:      6144 kB\n"
+      "7f0000800000-7f0000a00000 rw-p 00000000 00:00 0 \n"
+      "AnonHugePages:      2048 kB\n"
+      "7f1000000000-7f1000200000 r--p 00000000 08:01 123   /models/m.gguf\n"
+      "AnonHugePages:         0 kB\n";
+  CHECK(anon_huge_bytes(smaps, {{0x7f0000000000ull, 0x7f0000a00000ull}}) == 8192ull * 1024);
+  CHECK(anon_huge_bytes(smaps, {{0x7f0000100000ull, 0x7f0000200000ull}}) == 6144ull * 1024);
+  CHECK(anon_huge_bytes(smaps, {{0x7f1000000000ull, 0x7f1000200000ull}}) == 0);
+}

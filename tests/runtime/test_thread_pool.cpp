@@ -78,3 +78,20 @@ TEST_CASE("pinned pool on allowed CPUs; a CPU we may not use is refused by name"
   CHECK(parse_cpus(std::to_string(allowed[0])) == std::vector<int>{allowed[0]});
   CHECK(first_cpus(1).size() == 1);
 }
+
+TEST_CASE("two threads sharing one pool get their regions serialized, each complete") {
+  auto pool = ThreadPool::unpinned(2);
+  std::atomic<int64_t> a{0}, b{0};
+  auto work = [&](std::atomic<int64_t>& sum) {
+    for (int rep = 0; rep < 200; ++rep)
+      pool.parallel_for(64, 4, [&](int64_t lo, int64_t hi, int) {
+        for (int64_t i = lo; i < hi; ++i) sum += i;
+      });
+  };
+  std::thread t1([&] { work(a); });
+  std::thread t2([&] { work(b); });
+  t1.join();
+  t2.join();
+  CHECK(a.load() == 200 * 2016);
+  CHECK(b.load() == 200 * 2016);
+}

@@ -154,6 +154,21 @@ inline void q4k_scale_min(int j, const uint8_t* q, uint8_t& sc, uint8_t& m) {
   }
 }
 
+// All 8 scales and 8 mins of a Q4_K block as bytes (sc[j] in byte j), the
+// same values as q4k_scale_min, computed on 32-bit words.
+inline void q4k_unpack_scales(const uint8_t* q, uint64_t& sc, uint64_t& m) {
+  uint32_t u0, u1, u2;
+  std::memcpy(&u0, q, 4);
+  std::memcpy(&u1, q + 4, 4);
+  std::memcpy(&u2, q + 8, 4);
+  const uint32_t sc_lo = u0 & 0x3f3f3f3fu;
+  const uint32_t m_lo = u1 & 0x3f3f3f3fu;
+  const uint32_t sc_hi = (u2 & 0x0f0f0f0fu) | (((u0 >> 6) & 0x03030303u) << 4);
+  const uint32_t m_hi = ((u2 >> 4) & 0x0f0f0f0fu) | (((u1 >> 6) & 0x03030303u) << 4);
+  sc = sc_lo | (static_cast<uint64_t>(sc_hi) << 32);
+  m = m_lo | (static_cast<uint64_t>(m_hi) << 32);
+}
+
 // ---------------------------------------------------------------------------
 // Canonical float reductions. Every ISA reduces its 16 (or 4) float stripes
 // with exactly this tree, so results are bit-identical across ISAs.
@@ -208,13 +223,33 @@ constexpr int q8_group_pos(int L, int e) {
   return 64 * (e / 4) + 4 * L + (e % 4);
 }
 
-// For Q4_K / Q6_K weights, record b (576 bytes) per super-block:
+// For Q4_K weights, super-blocks go in pairs (2m, 2m+1; an odd count is padded
+// with a zero super-block) and lane L (0..15) is sub-block L % 8 of super-block
+// 2m + L / 8, so one SIMD int32 lane accumulates a whole 32-element sub-block
+// and takes its 6-bit scale with one multiply. Record m (640 bytes):
+//   [0, 512)   8 rows of 64 bytes: row i, lane L (bytes 4L..4L+3) = elements
+//              4i..4i+3 of lane L's sub-block;
+//   [512, 576) 16 floats: the scale d of lane L's super-block;
+//   [576, 640) 16 int32: the sum of lane L's sub-block quants (for the mins).
+constexpr size_t kQ4KPairBytes = 640;
+constexpr size_t kQ4KPairD = 512;
+constexpr size_t kQ4KPairBsum = 576;
+inline int64_t q4k_pairs(int64_t k) {
+  return (k / 256 + 1) / 2;
+}
+inline size_t acts_q4k_row_bytes(int64_t k) {
+  return acts_row_stride(static_cast<size_t>(q4k_pairs(k)) * kQ4KPairBytes);
+}
+// Byte offset in its pair record of element e (0..31) of lane L's sub-block.
+constexpr int q4k_pair_pos(int L, int e) {
+  return 64 * (e / 4) + 4 * L + (e % 4);
+}
+
+// For Q6_K weights, record b (576 bytes) per super-block:
 //   [0, 512)   int16 quants, natural order;
-//   [512, 516) float scale d;
-//   [516, 532) 8 int16 sums of 32-element sub-blocks (for Q4_K's mins).
+//   [512, 516) float scale d; the rest is padding to whole cache lines.
 constexpr size_t kKBlockBytes = 576;
 constexpr size_t kKBlockD = 512;
-constexpr size_t kKBlockBsum = 516;
 inline size_t acts_k_row_bytes(int64_t k) {
   return acts_row_stride(static_cast<size_t>(k / 256) * kKBlockBytes);
 }

@@ -74,6 +74,7 @@ struct Tables {
     t[1] = t[0];
     detail::fill_avx2_table_qx_0(t[1]);
     detail::fill_avx2_table_k_quants(t[1]);
+    detail::fill_avx2_table_q4_k(t[1]);
     detail::fill_avx2_table_float(t[1]);
     t[2] = t[1];
     detail::fill_avx512_table_qx_0(t[2]);

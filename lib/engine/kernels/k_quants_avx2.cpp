@@ -1,4 +1,4 @@
-// AVX2 Q4_K / Q6_K matmul. A super-block is unpacked once into an aligned
+// AVX2 Q6_K matmul (Q4_K: q4_k_avx2.cpp). A super-block is unpacked once into an aligned
 // buffer of int16 q * sub-block-scale; per token, vpmaddwd over 16-element
 // halves gives the scalar reference's int32 lanes 0..7 (first half of each
 // 32-element chunk) and 8..15 (second half). Up to 4 tokens per weight pass.
@@ -18,15 +18,9 @@ inline float reduce16(__m256 lo, __m256 hi) {
   const __m128 r = _mm_add_ps(q, _mm_movehl_ps(q, q));
   return _mm_cvtss_f32(_mm_add_ss(r, _mm_shuffle_ps(r, r, 1)));
 }
-inline float reduce4(__m128 a) {
-  const __m128 r = _mm_add_ps(a, _mm_movehl_ps(a, a));
-  return _mm_cvtss_f32(_mm_add_ss(r, _mm_shuffle_ps(r, r, 1)));
-}
-
 struct KBlock {
   alignas(32) int16_t w[256];  // q * scale, natural element order
-  __m128i mins;
-  float dw, dmin;
+  float dw;
 };
 
 // 32 bytes of u8/s8 values (as int8) -> two ymm of int16, times scale(s).
@@ -38,65 +32,42 @@ inline void widen_store(__m256i bytes, bool is_signed, __m256i s_lo, __m256i s_h
   _mm256_store_si256(reinterpret_cast<__m256i*>(dst + 16), _mm256_mullo_epi16(hi, s_hi));
 }
 
-template <bool kQ4K>
 inline void load_block(const uint8_t* p, KBlock& kb) {
-  if constexpr (kQ4K) {
-    const auto& b = *reinterpret_cast<const BlockQ4_K*>(p);
-    alignas(16) uint8_t sc[8], mn[8];
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; ++j) q4k_scale_min(j, b.scales, sc[j], mn[j]);
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) {
-      const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * j));
-      const __m256i s0 = _mm256_set1_epi16(sc[2 * j]), s1 = _mm256_set1_epi16(sc[2 * j + 1]);
-      widen_store(_mm256_and_si256(y, m4), false, s0, s0, kb.w + 64 * j);
-      widen_store(_mm256_and_si256(_mm256_srli_epi16(y, 4), m4), false, s1, s1, kb.w + 64 * j + 32);
-    }
-    kb.mins = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn)));
-    kb.dw = _cvtsh_ss(b.d);
-    kb.dmin = _cvtsh_ss(b.dmin);
-  } else {
-    const auto& b = *reinterpret_cast<const BlockQ6_K*>(p);
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
-    const __m256i k32 = _mm256_set1_epi8(32);
+  const auto& b = *reinterpret_cast<const BlockQ6_K*>(p);
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
+  const __m256i k32 = _mm256_set1_epi8(32);
 #pragma GCC unroll 2
-    for (int n = 0; n < 2; ++n) {
-      const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * n));
-      const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * n + 32));
-      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * n));
-      const __m256i q[4] = {
-          _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m2), 4)),
-          _mm256_or_si256(_mm256_and_si256(l1, m4),
-                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m2), 4)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m2), 4)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m2), 4))};
+  for (int n = 0; n < 2; ++n) {
+    const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * n));
+    const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * n + 32));
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * n));
+    const __m256i q[4] = {
+        _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m2), 4)),
+        _mm256_or_si256(_mm256_and_si256(l1, m4),
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m2), 4)),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m2), 4)),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m2), 4))};
 #pragma GCC unroll 4
-      for (int g = 0; g < 4; ++g) {
-        const int c = 4 * n + g;
-        widen_store(_mm256_sub_epi8(q[g], k32), true, _mm256_set1_epi16(b.scales[2 * c]),
-                    _mm256_set1_epi16(b.scales[2 * c + 1]), kb.w + 32 * c);
-      }
+    for (int g = 0; g < 4; ++g) {
+      const int c = 4 * n + g;
+      widen_store(_mm256_sub_epi8(q[g], k32), true, _mm256_set1_epi16(b.scales[2 * c]),
+                  _mm256_set1_epi16(b.scales[2 * c + 1]), kb.w + 32 * c);
     }
-    kb.dw = _cvtsh_ss(b.d);
   }
+  kb.dw = _cvtsh_ss(b.d);
 }
 
-template <bool kQ4K, int T>
+template <int T>
 void row_tile(const uint8_t* row, int64_t nsb, const uint8_t* const* arows, float* out) {
-  constexpr size_t kBytes = kQ4K ? sizeof(BlockQ4_K) : sizeof(BlockQ6_K);
+  constexpr size_t kBytes = sizeof(BlockQ6_K);
   __m256 acc[T][2];
-  __m128 accm[T];
 #pragma GCC unroll 4
-  for (int t = 0; t < T; ++t) {
-    acc[t][0] = acc[t][1] = _mm256_setzero_ps();
-    accm[t] = _mm_setzero_ps();
-  }
+  for (int t = 0; t < T; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
   KBlock kb;
   for (int64_t b = 0; b < nsb; ++b) {
-    load_block<kQ4K>(row + static_cast<size_t>(b) * kBytes, kb);
+    load_block(row + static_cast<size_t>(b) * kBytes, kb);
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
       const uint8_t* rec = arows[t] + static_cast<size_t>(b) * kKBlockBytes;
@@ -114,24 +85,12 @@ void row_tile(const uint8_t* row, int64_t nsb, const uint8_t* const* arows, floa
       const __m256 s = _mm256_set1_ps(kb.dw * da);
       acc[t][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lo), s, acc[t][0]);
       acc[t][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi), s, acc[t][1]);
-      if constexpr (kQ4K) {
-        const __m128i bs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + kKBlockBsum));
-        const __m128 sm = _mm_set1_ps(kb.dmin * da);
-        accm[t] = _mm_fmadd_ps(_mm_cvtepi32_ps(_mm_madd_epi16(kb.mins, bs)), sm, accm[t]);
-      }
     }
   }
 #pragma GCC unroll 4
-  for (int t = 0; t < T; ++t) {
-    if constexpr (kQ4K) {
-      out[t] = reduce16(acc[t][0], acc[t][1]) - reduce4(accm[t]);
-    } else {
-      out[t] = reduce16(acc[t][0], acc[t][1]);
-    }
-  }
+  for (int t = 0; t < T; ++t) out[t] = reduce16(acc[t][0], acc[t][1]);
 }
 
-template <bool kQ4K>
 void matmul(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
             int64_t r0, int64_t r1) {
   const int64_t nsb = acts.k / 256;
@@ -144,16 +103,16 @@ void matmul(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, in
       const uint8_t* row = w + static_cast<size_t>(r) * w_row_bytes;
       switch (nt) {
         case 1:
-          row_tile<kQ4K, 1>(row, nsb, arows, out);
+          row_tile<1>(row, nsb, arows, out);
           break;
         case 2:
-          row_tile<kQ4K, 2>(row, nsb, arows, out);
+          row_tile<2>(row, nsb, arows, out);
           break;
         case 3:
-          row_tile<kQ4K, 3>(row, nsb, arows, out);
+          row_tile<3>(row, nsb, arows, out);
           break;
         default:
-          row_tile<kQ4K, 4>(row, nsb, arows, out);
+          row_tile<4>(row, nsb, arows, out);
           break;
       }
       for (int t = 0; t < nt; ++t) y[(t0 + t) * ldy + r] = out[t];
@@ -164,8 +123,7 @@ void matmul(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, in
 }  // namespace
 
 void fill_avx2_table_k_quants(MatmulTable& t) {
-  t.q4_k = matmul<true>;
-  t.q6_k = matmul<false>;
+  t.q6_k = matmul;
 }
 
 }  // namespace epyctune::engine::kernels::detail

@@ -26,6 +26,7 @@ struct MatmulTable {
 void fill_scalar_table(MatmulTable& t);
 void fill_avx2_table_qx_0(MatmulTable& t);
 void fill_avx2_table_k_quants(MatmulTable& t);
+void fill_avx2_table_q4_k(MatmulTable& t);
 void fill_avx2_table_float(MatmulTable& t);
 void fill_avx512_table_qx_0(MatmulTable& t);
 void fill_avx512_table_k_quants(MatmulTable& t);
@@ -42,5 +43,6 @@ float quantize_group_i16_avx2(const float* x, int n, int16_t* q);
 // float ops only, so the bytes do not depend on the ISA).
 void prepare_acts_q8(GgmlType wtype, const float* x, int n_tokens, int64_t k, Acts& out);
 void prepare_acts_k(const float* x, int n_tokens, int64_t k, Acts& out);
+void prepare_acts_q4k(const float* x, int n_tokens, int64_t k, Acts& out);
 
 }  // namespace epyctune::engine::kernels::detail

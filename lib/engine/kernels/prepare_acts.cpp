@@ -33,7 +33,9 @@ float quantize_group_scalar(const float* x, int n, Q* q) {
 
 // The AVX2 quantizer gives the same bytes; use it when the CPU has AVX2 and
 // the active ISA allows it.
-bool use_avx2() { return static_cast<int>(active_isa()) >= static_cast<int>(Isa::avx2); }
+bool use_avx2() {
+  return static_cast<int>(active_isa()) >= static_cast<int>(Isa::avx2);
+}
 float quantize_group(const float* x, int n, int8_t* q) {
   return use_avx2() ? quantize_group_i8_avx2(x, n, q) : quantize_group_scalar(x, n, q);
 }
@@ -68,6 +70,36 @@ void prepare_acts_q8(GgmlType wtype, const float* x, int n_tokens, int64_t k, Ac
   }
 }
 
+void prepare_acts_q4k(const float* x, int n_tokens, int64_t k, Acts& out) {
+  const int64_t nsb = k / 256;
+  const int64_t np = q4k_pairs(k);
+  for (int t = 0; t < n_tokens; ++t) {
+    uint8_t* row = out.data.data() + static_cast<size_t>(t) * out.row_bytes;
+    const float* xt = x + static_cast<size_t>(t) * static_cast<size_t>(k);
+    for (int64_t m = 0; m < np; ++m) {
+      uint8_t* rec = row + static_cast<size_t>(m) * kQ4KPairBytes;
+      auto* qs = reinterpret_cast<int8_t*>(rec);
+      auto* d = reinterpret_cast<float*>(rec + kQ4KPairD);
+      auto* bsum = reinterpret_cast<int32_t*>(rec + kQ4KPairBsum);
+      for (int h = 0; h < 2; ++h) {
+        const int64_t b = 2 * m + h;
+        int8_t q[256] = {};
+        const float db = b < nsb ? quantize_group(xt + b * 256, 256, q) : 0.0f;
+        for (int j = 0; j < 8; ++j) {
+          const int L = 8 * h + j;
+          d[L] = db;
+          int sum = 0;
+          for (int e = 0; e < 32; ++e) sum += q[32 * j + e];
+          bsum[L] = sum;
+          for (int i = 0; i < 8; ++i) {
+            std::memcpy(qs + q4k_pair_pos(L, 4 * i), q + 32 * j + 4 * i, 4);
+          }
+        }
+      }
+    }
+  }
+}
+
 void prepare_acts_k(const float* x, int n_tokens, int64_t k, Acts& out) {
   const int64_t nsb = k / 256;
   for (int t = 0; t < n_tokens; ++t) {
@@ -77,13 +109,7 @@ void prepare_acts_k(const float* x, int n_tokens, int64_t k, Acts& out) {
       uint8_t* rec = row + static_cast<size_t>(b) * kKBlockBytes;
       auto* q = reinterpret_cast<int16_t*>(rec);
       auto* d = reinterpret_cast<float*>(rec + kKBlockD);
-      auto* bsum = reinterpret_cast<int16_t*>(rec + kKBlockBsum);
       *d = quantize_group(xt + b * 256, 256, q);
-      for (int j = 0; j < 8; ++j) {
-        int s = 0;
-        for (int i = 0; i < 32; ++i) s += q[j * 32 + i];
-        bsum[j] = static_cast<int16_t>(s);
-      }
     }
   }
 }
@@ -116,6 +142,9 @@ void prepare_acts(GgmlType weight_type, const float* x, int n_tokens, int64_t k,
       out.row_bytes = acts_q8_row_bytes(k);
       break;
     case GgmlType::Q4_K:
+      out.vec_type = GgmlType::Q8_K;
+      out.row_bytes = acts_q4k_row_bytes(k);
+      break;
     case GgmlType::Q6_K:
       out.vec_type = GgmlType::Q8_K;
       out.row_bytes = acts_k_row_bytes(k);
@@ -132,7 +161,11 @@ void prepare_acts(GgmlType weight_type, const float* x, int n_tokens, int64_t k,
       prepare_acts_q8(weight_type, x, n_tokens, k, out);
       break;
     case GgmlType::Q8_K:
-      prepare_acts_k(x, n_tokens, k, out);
+      if (weight_type == GgmlType::Q4_K) {
+        prepare_acts_q4k(x, n_tokens, k, out);
+      } else {
+        prepare_acts_k(x, n_tokens, k, out);
+      }
       break;
     default:
       for (int t = 0; t < n_tokens; ++t) {

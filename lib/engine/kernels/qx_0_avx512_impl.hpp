@@ -15,11 +15,14 @@
 #include "engine/kernels/kernel_table.hpp"
 
 namespace epyctune::engine::kernels::detail::avx512 {
+// Internal linkage: this header is compiled into TUs with different ISA
+// flags, and one TU must never call another TU's copy.
+namespace {
 
 constexpr int kMaxTokens = 8;
 
 // The canonical reduce16 tree on one zmm.
-inline float reduce(__m512 acc) {
+[[gnu::always_inline]] inline float reduce(__m512 acc) {
   const __m256 lo = _mm512_castps512_ps256(acc);
   const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1));
   const __m256 h = _mm256_add_ps(lo, hi);
@@ -29,7 +32,7 @@ inline float reduce(__m512 acc) {
 }
 
 // z[i] lane L = dword i of the 16 bytes at base + L * stride (i = 0..3).
-inline void transpose16x4(const uint8_t* base, size_t stride, __m512i z[4]) {
+[[gnu::always_inline]] inline void transpose16x4(const uint8_t* base, size_t stride, __m512i z[4]) {
   __m512i p[4];
 #pragma GCC unroll 8
   for (int j = 0; j < 4; ++j) {
@@ -61,7 +64,7 @@ struct Group {
 };
 
 template <bool kQ4, bool kVnni>
-inline void load_group(const uint8_t* base, Group& g) {
+[[gnu::always_inline]] inline void load_group(const uint8_t* base, Group& g) {
   constexpr size_t kBytes = kQ4 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0);
   const __m512i offs =
       _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
@@ -94,15 +97,15 @@ inline void load_group(const uint8_t* base, Group& g) {
 
 // Exact int32 dot product per block (lane) for one token's record.
 template <bool kQ4, bool kVnni>
-inline __m512i group_dot(const Group& g, const uint8_t* rec) {
+[[gnu::always_inline]] inline __m512i group_dot(const Group& g, const uint8_t* rec) {
   auto a = [&](int i) { return _mm512_load_si512(rec + 64 * i); };
   const __m512i corr = _mm512_load_si512(rec + kQ8GroupCorr);
   if constexpr (kVnni) {
-    // Four independent chains: integer sums are exact in any order.
-    __m512i s[4] = {corr, _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
+    // Two independent chains: integer sums are exact in any order.
+    __m512i s[2] = {corr, _mm512_setzero_si512()};
 #pragma GCC unroll 8
-    for (int i = 0; i < 8; ++i) s[i % 4] = _mm512_dpbusd_epi32(s[i % 4], g.w[i], a(i));
-    return _mm512_add_epi32(_mm512_add_epi32(s[0], s[1]), _mm512_add_epi32(s[2], s[3]));
+    for (int i = 0; i < 8; ++i) s[i % 2] = _mm512_dpbusd_epi32(s[i % 2], g.w[i], a(i));
+    return _mm512_add_epi32(s[0], s[1]);
   } else if constexpr (kQ4) {
     // |pair| <= 2 * 15 * 127, so eight of them still fit int16.
     __m512i s16 = _mm512_maddubs_epi16(g.w[0], a(0));
@@ -202,4 +205,5 @@ void matmul(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, in
   }
 }
 
+}  // namespace
 }  // namespace epyctune::engine::kernels::detail::avx512

@@ -4,11 +4,14 @@
 // Q4_0 / Q8_0 (blocks of 32): block b's dot product P = sum w * a is an exact
 //   integer; with s = fp32(d_w) * d_a it accumulates into stripe b % 16:
 //   acc[b % 16] = fma(P, s, acc[b % 16]).
-// Q4_K / Q6_K (super-blocks of 256): wq_i = q_i * scale(sub-block of i) is an
-//   exact int16; lane l = (i % 32) / 2 collects I[l] = sum wq_i * a_i (exact);
-//   acc[l] = fma(I[l], fp32(d_w) * d_a, acc[l]). Q4_K mins: M[i] =
-//   m_2i * bsum_2i + m_2i+1 * bsum_2i+1 (i < 4), accm[i] = fma(M[i],
-//   fp32(dmin_w) * d_a, accm[i]); y = reduce16(acc) - reduce4(accm).
+// Q4_K (super-blocks of 256, sub-blocks of 32): sub-block j of super-block b
+//   is lane L = 8 * (b % 2) + j; P = sum q * a over the sub-block is exact;
+//   acc[L] = fma(sc_j * P, fp32(d_w) * d_a, acc[L]) and
+//   accm[L] = fma(m_j * sum(a), fp32(dmin_w) * d_a, accm[L]);
+//   y = reduce16(acc) - reduce16(accm).
+// Q6_K: wq_i = q_i * scale(sub-block of i) is an exact int16; lane
+//   l = (i % 32) / 2 collects I[l] = sum wq_i * a_i (exact);
+//   acc[l] = fma(I[l], fp32(d_w) * d_a, acc[l]); y = reduce16(acc).
 // F32 / F16 / BF16: acc[i % 16] = fma(w_i, x_i, acc[i % 16]).
 #include <cmath>
 
@@ -60,23 +63,6 @@ void matmul_qx_0(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* 
   });
 }
 
-// Fills wq[256] with q * sub-block scale for one super-block; for Q4_K also the
-// 8 mins and the fp16 dmin.
-void unpack_q4_K(const BlockQ4_K& blk, int wq[256], int mins[8]) {
-  for (int j = 0; j < 8; ++j) {
-    uint8_t sc, m;
-    q4k_scale_min(j, blk.scales, sc, m);
-    mins[j] = m;
-    const int chunk = j / 2;
-    const bool high = j & 1;
-    for (int i = 0; i < 32; ++i) {
-      const uint8_t byte = blk.qs[32 * chunk + i];
-      const int q = high ? byte >> 4 : byte & 0xF;
-      wq[32 * j + i] = q * sc;
-    }
-  }
-}
-
 void unpack_q6_K(const BlockQ6_K& blk, int wq[256]) {
   for (int n = 0; n < 2; ++n) {
     const uint8_t* ql = blk.ql + 64 * n;
@@ -94,45 +80,54 @@ void unpack_q6_K(const BlockQ6_K& blk, int wq[256]) {
   }
 }
 
-template <bool kQ4K>
-void matmul_k(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
-              int64_t r0, int64_t r1) {
+void matmul_q4_K(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
+                 int64_t r0, int64_t r1) {
   const int64_t nsb = acts.k / 256;
   for_rows_tokens(w, w_row_bytes, acts, y, ldy, r0, r1, [&](const uint8_t* row, const uint8_t* a) {
     float acc[16] = {};
-    float accm[4] = {};
+    float accm[16] = {};
+    for (int64_t b = 0; b < nsb; ++b) {
+      const uint8_t* rec = a + static_cast<size_t>(b / 2) * kQ4KPairBytes;
+      const auto* qa = reinterpret_cast<const int8_t*>(rec);
+      const auto& blk = reinterpret_cast<const BlockQ4_K*>(row)[b];
+      const float dw = fp16_to_f32(blk.d), dmin = fp16_to_f32(blk.dmin);
+      for (int j = 0; j < 8; ++j) {
+        const int L = static_cast<int>(8 * (b % 2)) + j;
+        uint8_t sc, m;
+        q4k_scale_min(j, blk.scales, sc, m);
+        int p = 0;
+        for (int e = 0; e < 32; ++e) {
+          const uint8_t byte = blk.qs[32 * (j / 2) + e];
+          const int q = (j & 1) ? byte >> 4 : byte & 0xF;
+          p += q * qa[q4k_pair_pos(L, e)];
+        }
+        const float da = reinterpret_cast<const float*>(rec + kQ4KPairD)[L];
+        const int32_t bs = reinterpret_cast<const int32_t*>(rec + kQ4KPairBsum)[L];
+        acc[L] = std::fma(static_cast<float>(sc * p), dw * da, acc[L]);
+        accm[L] = std::fma(static_cast<float>(m * bs), dmin * da, accm[L]);
+      }
+    }
+    return reduce16(acc) - reduce16(accm);
+  });
+}
+
+void matmul_q6_K(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
+                 int64_t r0, int64_t r1) {
+  const int64_t nsb = acts.k / 256;
+  for_rows_tokens(w, w_row_bytes, acts, y, ldy, r0, r1, [&](const uint8_t* row, const uint8_t* a) {
+    float acc[16] = {};
     for (int64_t b = 0; b < nsb; ++b) {
       const uint8_t* rec = a + static_cast<size_t>(b) * kKBlockBytes;
       const auto* ab = reinterpret_cast<const int16_t*>(rec);
       const float da = *reinterpret_cast<const float*>(rec + kKBlockD);
-      const auto* bb = reinterpret_cast<const int16_t*>(rec + kKBlockBsum);
+      const auto& blk = reinterpret_cast<const BlockQ6_K*>(row)[b];
       int wq[256];
-      int mins[8];
-      float dw;
-      float dmin = 0.0f;
-      if constexpr (kQ4K) {
-        const auto& blk = reinterpret_cast<const BlockQ4_K*>(row)[b];
-        unpack_q4_K(blk, wq, mins);
-        dw = fp16_to_f32(blk.d);
-        dmin = fp16_to_f32(blk.dmin);
-      } else {
-        const auto& blk = reinterpret_cast<const BlockQ6_K*>(row)[b];
-        unpack_q6_K(blk, wq);
-        dw = fp16_to_f32(blk.d);
-      }
+      unpack_q6_K(blk, wq);
       int lanes[16] = {};
       for (int i = 0; i < 256; ++i) lanes[(i % 32) / 2] += wq[i] * ab[i];
-      const float s = dw * da;
+      const float s = fp16_to_f32(blk.d) * da;
       for (int i = 0; i < 16; ++i) acc[i] = std::fma(static_cast<float>(lanes[i]), s, acc[i]);
-      if constexpr (kQ4K) {
-        const float sm = dmin * da;
-        for (int i = 0; i < 4; ++i) {
-          const int m = mins[2 * i] * bb[2 * i] + mins[2 * i + 1] * bb[2 * i + 1];
-          accm[i] = std::fma(static_cast<float>(m), sm, accm[i]);
-        }
-      }
     }
-    if constexpr (kQ4K) return reduce16(acc) - reduce4(accm);
     return reduce16(acc);
   });
 }
@@ -176,8 +171,8 @@ void fill_scalar_table(MatmulTable& t) {
   t.bf16 = matmul_bf16;
   t.q4_0 = matmul_qx_0<true>;
   t.q8_0 = matmul_qx_0<false>;
-  t.q4_k = matmul_k<true>;
-  t.q6_k = matmul_k<false>;
+  t.q4_k = matmul_q4_K;
+  t.q6_k = matmul_q6_K;
 }
 
 }  // namespace epyctune::engine::kernels::detail

@@ -50,9 +50,19 @@ void prefault_weights(LlamaWeights& w, runtime::ThreadPool& pool) {
   std::vector<uint64_t> sums(size_t(pool.size()) * 8, 0);
   pool.parallel_for(static_cast<int64_t>(pieces.size()), 1, [&](int64_t b, int64_t e, int tid) {
     uint64_t s = 0;
-    for (int64_t i = b; i < e; ++i)
+    for (int64_t i = b; i < e; ++i) {
+#ifdef MADV_POPULATE_READ
+      // One syscall maps the whole piece (Linux >= 5.14), far cheaper than a
+      // fault per 4 KiB page; older kernels answer EINVAL and we touch pages.
+      auto addr = reinterpret_cast<uintptr_t>(pieces[i].p);
+      auto page = addr & ~uintptr_t{4095};
+      if (madvise(reinterpret_cast<void*>(page), pieces[i].n + (addr - page),
+                  MADV_POPULATE_READ) == 0)
+        continue;
+#endif
       for (size_t o = 0; o < pieces[i].n; o += 4096)
         s += *static_cast<const volatile uint8_t*>(pieces[i].p + o);
+    }
     sums[size_t(tid) * 8] += s;
   });
 }
@@ -113,7 +123,7 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::filesystem::path& path,
   bool copy = opts.copy_weights || opts.hugepages || opts.numa != runtime::NumaPolicy::none;
   if (copy) {
     auto t1 = std::chrono::steady_clock::now();
-    auto r = copy_weights(w, opts.hugepages, opts.numa, opts.numa_nodes, pool);
+    auto r = copy_weights(*m->file_, w, opts.hugepages, opts.numa, opts.numa_nodes, pool);
     m->impl_->weight_copy = std::move(r.memory);
     m->load_.pages = m->impl_->weight_copy.kind();
     m->load_.page_note = r.note;
@@ -167,7 +177,15 @@ std::string LlamaModel::placement_summary() const {
     ranges.push_back({b, reinterpret_cast<uint64_t>(bytes.data()) + bytes.size()});
   }
   auto p = runtime::placement_of(entries, ranges);
-  return fmt::format("{} ({})", p.summary(), runtime::page_kind_name(load_.pages));
+  std::string out = fmt::format("{} ({})", p.summary(), runtime::page_kind_name(load_.pages));
+  if (load_.pages == runtime::PageKind::thp) {
+    std::string e2;
+    uint64_t huge = runtime::read_self_anon_huge_bytes(ranges, e2);
+    out += e2.empty() ? fmt::format("; THP granted for {:.2f} GiB of {:.2f} GiB",
+                                    huge / 1073741824.0, p.total_bytes() / 1073741824.0)
+                      : "; " + e2;
+  }
+  return out;
 }
 
 void LlamaModel::truncate(int pos) {

@@ -1,6 +1,8 @@
 #include "engine/model/llama_weights.hpp"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -127,8 +129,9 @@ LlamaWeights bind_weights(const gguf::File& f, const LlamaConfig& c) {
   return w;
 }
 
-CopyResult copy_weights(LlamaWeights& w, bool hugepages, runtime::NumaPolicy policy,
-                        const std::vector<int>& nodes_in, runtime::ThreadPool& pool) {
+CopyResult copy_weights(const gguf::File& f, LlamaWeights& w, bool hugepages,
+                        runtime::NumaPolicy policy, const std::vector<int>& nodes_in,
+                        runtime::ThreadPool& pool) {
   constexpr size_t kExtent = size_t{2} << 20, kAlign = 64;
   auto up = [](size_t v, size_t a) { return (v + a - 1) / a * a; };
   const int n_layers = static_cast<int>(w.layers.size());
@@ -194,9 +197,24 @@ CopyResult copy_weights(LlamaWeights& w, bool hugepages, runtime::NumaPolicy pol
     for (size_t o = 0; o < it.m->bytes(); o += kExtent)
       pieces.push_back({src + o, dst + o, std::min(kExtent, it.m->bytes() - o)});
   }
+  const uint8_t* file_base = f.bytes().data();
+  int fd = ::open(f.path().c_str(), O_RDONLY | O_CLOEXEC);
   pool.parallel_for(static_cast<int64_t>(pieces.size()), 1, [&](int64_t b, int64_t e, int) {
-    for (int64_t i = b; i < e; ++i) std::memcpy(pieces[i].dst, pieces[i].src, pieces[i].n);
+    for (int64_t i = b; i < e; ++i) {
+      const Piece& p = pieces[i];
+      size_t done = 0;
+      if (fd >= 0) {
+        auto off = static_cast<off_t>(p.src - file_base);
+        while (done < p.n) {
+          ssize_t r = ::pread(fd, p.dst + done, p.n - done, off + static_cast<off_t>(done));
+          if (r <= 0) break;
+          done += static_cast<size_t>(r);
+        }
+      }
+      if (done < p.n) std::memcpy(p.dst + done, p.src + done, p.n - done);
+    }
   });
+  if (fd >= 0) ::close(fd);
   for (auto& it : items) it.m->data = r.memory.data() + it.offset;
   if (w.tied_output) w.output.data = w.tok_embd.data;
   return r;

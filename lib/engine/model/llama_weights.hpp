@@ -55,8 +55,10 @@ struct CopyResult {
 };
 // Copies every matrix into one WeightMemory (each layer's tensors in their own
 // 2 MiB-aligned extent, mbind-placed per policy before the copy touches it) and
-// repoints the Mats at the copy.
-CopyResult copy_weights(LlamaWeights& w, bool hugepages, runtime::NumaPolicy policy,
-                        const std::vector<int>& nodes, runtime::ThreadPool& pool);
+// repoints the Mats at the copy. Data is pread() from f's file (no page faults
+// on the file mapping), or copied from the mapping when that fails.
+CopyResult copy_weights(const gguf::File& f, LlamaWeights& w, bool hugepages,
+                        runtime::NumaPolicy policy, const std::vector<int>& nodes,
+                        runtime::ThreadPool& pool);
 
 }  // namespace epyctune::engine

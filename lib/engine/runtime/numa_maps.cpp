@@ -107,6 +107,45 @@ Placement placement_of(const std::vector<NumaMapsEntry>& entries,
   return p;
 }
 
+uint64_t anon_huge_bytes(std::string_view text, const std::vector<AddressRange>& ranges) {
+  uint64_t total = 0;
+  bool in = false;
+  while (!text.empty()) {
+    auto nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text = nl == std::string_view::npos ? std::string_view{} : text.substr(nl + 1);
+    auto dash = line.find('-');
+    auto sp = line.find(' ');
+    uint64_t b = 0, e = 0;
+    if (dash != std::string_view::npos && sp != std::string_view::npos && dash < sp &&
+        parse_u64(line.substr(0, dash), b, 16) &&
+        parse_u64(line.substr(dash + 1, sp - dash - 1), e, 16)) {
+      in = false;  // a new mapping header
+      for (const auto& r : ranges) in = in || (b < r.end && e > r.begin);
+      continue;
+    }
+    if (in && line.substr(0, 14) == "AnonHugePages:") {
+      std::string_view v = line.substr(14);
+      while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
+      auto sp2 = v.find(' ');
+      uint64_t kb = 0;
+      if (parse_u64(v.substr(0, sp2), kb)) total += kb * 1024;
+    }
+  }
+  return total;
+}
+
+uint64_t read_self_anon_huge_bytes(const std::vector<AddressRange>& ranges, std::string& err) {
+  std::ifstream in("/proc/self/smaps");
+  if (!in) {
+    err = "unsupported: /proc/self/smaps is not readable";
+    return 0;
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return anon_huge_bytes(ss.str(), ranges);
+}
+
 std::vector<NumaMapsEntry> read_self_numa_maps(std::string& err) {
   std::ifstream in("/proc/self/numa_maps");
   if (!in) {

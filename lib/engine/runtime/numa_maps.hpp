@@ -38,6 +38,12 @@ struct Placement {
 Placement placement_of(const std::vector<NumaMapsEntry>& entries,
                        const std::vector<AddressRange>& ranges);
 
+// /proc/<pid>/smaps: the AnonHugePages (transparent hugepages actually
+// granted) of the mappings that overlap the ranges. numa_maps shows THP-backed
+// memory with kernelpagesize_kB=4, so this is where THP coverage is visible.
+uint64_t anon_huge_bytes(std::string_view smaps_text, const std::vector<AddressRange>& ranges);
+uint64_t read_self_anon_huge_bytes(const std::vector<AddressRange>& ranges, std::string& err);
+
 // Reads /proc/self/numa_maps (absent without NUMA support: returns empty and
 // sets err).
 std::vector<NumaMapsEntry> read_self_numa_maps(std::string& err);

@@ -44,8 +44,9 @@ void pin_to(pthread_t th, int cpu) {
                              ": " + std::strerror(rc));
 }
 
-// The pool the current thread last pinned itself for as worker 0.
-thread_local const void* t_pinned_for = nullptr;
+// The CPU the current thread last pinned itself to as some pool's worker 0
+// (one thread driving two pools that start on different CPUs moves each time).
+thread_local int t_pinned_cpu = -1;
 
 }  // namespace
 
@@ -53,7 +54,7 @@ int spin_iterations() {
   static const int n = [] {
     const char* e = std::getenv("EPYCTUNE_SPIN");
     if (e && *e) return std::max(0, std::atoi(e));
-    return 20000;
+    return 4000;
   }();
   return n;
 }
@@ -94,13 +95,12 @@ ThreadPool::~ThreadPool() {
   generation_.fetch_add(1, std::memory_order_release);
   futex_wake_all(&generation_);
   for (auto& t : threads_) t.join();
-  if (t_pinned_for == this) t_pinned_for = nullptr;
 }
 
 void ThreadPool::pin_caller() {
-  if (!pin_ || t_pinned_for == this) return;
+  if (!pin_ || t_pinned_cpu == cpus_[0]) return;
   pin_to(pthread_self(), cpus_[0]);
-  t_pinned_for = this;
+  t_pinned_cpu = cpus_[0];
 }
 
 void ThreadPool::dispatch(JobFn fn, void* ctx) {

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -30,11 +31,12 @@ class ThreadPool {
   bool pinned() const { return pin_; }
 
   // fn(tid) on every worker tid in [0, size()); returns when all have finished.
-  // Not re-entrant: fn must not call back into this pool.
+  // Several threads may share a pool (e.g. a draft and a target model): their
+  // regions are serialized. Not re-entrant: fn must not call back into this pool.
   template <class F>
   void run(F&& fn) {
-    using Fn = std::remove_reference_t<F>;
-    dispatch([](void* ctx, int tid) { (*static_cast<Fn*>(ctx))(tid); }, &fn);
+    std::lock_guard lock(dispatch_mu_);
+    run_locked(fn);
   }
 
   // Splits [0, n) into chunks of `grain` (the last may be shorter) handed out
@@ -49,8 +51,9 @@ class ThreadPool {
       fn(int64_t{0}, n, 0);
       return;
     }
+    std::lock_guard lock(dispatch_mu_);
     next_.store(0, std::memory_order_relaxed);
-    run([&](int tid) {
+    run_locked([&](int tid) {
       for (;;) {
         int64_t b = next_.fetch_add(grain, std::memory_order_relaxed);
         if (b >= n) break;
@@ -63,6 +66,11 @@ class ThreadPool {
   uint64_t regions() const { return generation_.load(std::memory_order_relaxed); }
 
  private:
+  template <class F>
+  void run_locked(F&& fn) {
+    using Fn = std::remove_reference_t<F>;
+    dispatch([](void* ctx, int tid) { (*static_cast<Fn*>(ctx))(tid); }, &fn);
+  }
   using JobFn = void (*)(void*, int);
   void dispatch(JobFn fn, void* ctx);
   void worker_main(int tid);
@@ -71,6 +79,7 @@ class ThreadPool {
   std::vector<int> cpus_;
   bool pin_ = true;
   std::vector<std::thread> threads_;
+  std::mutex dispatch_mu_;
 
   // Written by the dispatcher before bumping generation_ (release), read by workers.
   JobFn job_fn_ = nullptr;

@@ -39,6 +39,13 @@ class Session {
   explicit Session(const Tokenizer::Impl& v) : v_(v) {}
 
   void tokenize(std::string_view text, std::vector<int32_t>& out) {
+    symbols_.reserve(text.size());
+    {
+      std::vector<Bigram> storage;
+      storage.reserve(text.size());
+      queue_ = decltype(queue_)(BigramLess{}, std::move(storage));
+    }
+    out.reserve(out.size() + text.size() / 2);
     size_t offs = 0;
     int index = 0;
     while (offs < text.size()) {
@@ -91,8 +98,10 @@ class Session {
     }
     for (char c : text) {
       const int32_t b = v_.byte_token[static_cast<uint8_t>(c)];
-      if (b >= 0) out.push_back(b);
-      else if (v_.unk >= 0) out.push_back(v_.unk);
+      if (b >= 0)
+        out.push_back(b);
+      else if (v_.unk >= 0)
+        out.push_back(v_.unk);
     }
   }
 
