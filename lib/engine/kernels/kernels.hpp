@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <new>
 #include <vector>
 
 #include "engine/gguf/ggml_types.hpp"
@@ -18,24 +19,46 @@ namespace epyctune::engine::kernels {
 
 enum class Isa { scalar = 0, avx2 = 1, avx512 = 2, avx512vnni = 3 };
 const char* isa_name(Isa isa);
-Isa best_isa();           // what this CPU supports (cpuid + xgetbv)
-Isa active_isa();         // what dispatch uses now (default best_isa())
-void set_isa(Isa isa);    // tests and --isa; throws if the CPU lacks it
+Isa best_isa();         // what this CPU supports (cpuid + xgetbv)
+Isa active_isa();       // what dispatch uses now (default best_isa())
+void set_isa(Isa isa);  // tests and --isa; throws if the CPU lacks it
 
 // Reference conversions (also used by mkmodel). n is a multiple of the block size.
 void quantize_row(GgmlType t, const float* src, void* dst, int64_t n);
 void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n);
 
-// Activations prepared for one matmul: n_tokens rows of k elements.
+// 64-byte aligned byte storage, so SIMD kernels can use aligned loads.
+template <class T>
+struct AlignedAllocator {
+  using value_type = T;
+  AlignedAllocator() = default;
+  template <class U>
+  AlignedAllocator(const AlignedAllocator<U>&) {}
+  T* allocate(size_t n) {
+    return static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{64}));
+  }
+  void deallocate(T* p, size_t) { ::operator delete (p, std::align_val_t{64}); }
+  template <class U>
+  bool operator==(const AlignedAllocator<U>&) const {
+    return true;
+  }
+};
+
+// Activations prepared for one matmul: n_tokens rows of k elements, in an
+// internal layout chosen per weight type (see blocks.hpp). Reusing one Acts
+// across matmuls avoids reallocation (storage only grows).
 struct Acts {
   GgmlType weight_type = GgmlType::F32;  // what they were prepared for
   GgmlType vec_type = GgmlType::F32;     // Q8_0, Q8_K or F32
   int n_tokens = 0;
   int64_t k = 0;
-  size_t row_bytes = 0;                  // stride between token rows in data
-  std::vector<uint8_t, std::allocator<uint8_t>> data;  // 64-byte aligned use via aligned()
-  const uint8_t* row(int t) const;
+  size_t row_bytes = 0;  // stride between token rows in data (a multiple of 64)
+  std::vector<uint8_t, AlignedAllocator<uint8_t>> data;  // 64-byte aligned
+  const uint8_t* row(int t) const { return data.data() + static_cast<size_t>(t) * row_bytes; }
 };
+// Quantizes x (n_tokens rows of k floats, contiguous) for weight_type. k must be
+// a multiple of the weight type's block size. Output bytes are identical for
+// every ISA.
 void prepare_acts(GgmlType weight_type, const float* x, int n_tokens, int64_t k, Acts& out);
 
 // y[t * ldy + r] = dot(W[r, :], x_t) for rows r in [r0, r1) and all tokens.
@@ -43,13 +66,14 @@ void prepare_acts(GgmlType weight_type, const float* x, int n_tokens, int64_t k,
 void matmul_rows(GgmlType wtype, const void* w, size_t w_row_bytes, const Acts& acts, float* y,
                  int64_t ldy, int64_t r0, int64_t r1);
 
-// Elementwise / reduction ops on f32.
+// Elementwise / reduction ops on f32: one ISA-independent implementation each
+// (compiled without fast-math and without fp contraction, so deterministic).
 void rmsnorm(float* out, const float* x, const float* weight, int64_t n, float eps);
 void softmax(float* x, int64_t n);
 void silu_mul(float* gate_inout, const float* up, int64_t n);  // gate = silu(gate) * up
 void add(float* y, const float* x, int64_t n);                 // y += x
 float dot_f32(const float* a, const float* b, int64_t n);
-void axpy(float* y, float a, const float* x, int64_t n);       // y += a * x
+void axpy(float* y, float a, const float* x, int64_t n);  // y += a * x
 // NeoX- or normal-style rotary embedding on one head vector of head_dim,
 // position pos; cos/sin computed from freq_base and freq_scale.
 void rope(float* head, int head_dim, int n_rot, int pos, float freq_base, float freq_scale,

@@ -1,0 +1,284 @@
+// epyctune-engine bench --model M [--batch 1,2,4,8,16] [-n N] [--repeat R]
+//                       [--threads N | --cpus LIST] [--json] [--ctx P]
+//                       [--hugepages] [--numa POLICY] [--kv f16|f32] [--isa ISA]
+//
+// Per batch size K: the time of one forward pass of K tokens appended after a
+// P-token context (median, min, max over R repeats of N passes each), tokens/s,
+// and the weight bytes the pass reads. Alongside: this host's read bandwidth
+// measured on the same CPUs, the roofline for single-token decode
+// (bandwidth / bytes per token) and how close batch 1 gets to it, the K=8 vs
+// K=1 pass-time ratio, and load time against a plain read() of the file.
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "apps/epyctune-engine/commands.hpp"
+#include "engine/kernels/kernels.hpp"
+#include "engine/model/llama_model.hpp"
+#include "engine/runtime/bandwidth.hpp"
+#include "engine/runtime/cpus.hpp"
+#include "engine/runtime/thread_pool.hpp"
+#include "host/cpulist.hpp"
+
+namespace epyctune::engine_cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+struct BenchOptions {
+  std::string model;
+  std::vector<int> batches{1, 2, 4, 8, 16};
+  int passes = 4;
+  int repeat = 5;
+  int threads = 0;
+  std::string cpus;
+  int ctx = 32;
+  bool json = false;
+  bool hugepages = false;
+  std::string numa = "none";
+  std::string kv = "f16";
+  std::string isa;
+  int bw_mib = 1024;
+};
+
+struct Stats {
+  double median = 0, min = 0, max = 0;
+};
+Stats stats(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return {n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]), v.front(), v.back()};
+}
+
+// CPU seconds (user + system) this process has used, all threads.
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+// Sequential read() of the whole file in 8 MiB pieces: what loading costs when
+// it is bound by the disk (or the page cache, when the file is cached).
+double time_file_read(const std::string& path, uint64_t& bytes) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw std::runtime_error("cannot open " + path);
+  std::vector<char> buf(size_t{8} << 20);
+  auto t0 = Clock::now();
+  bytes = 0;
+  for (;;) {
+    ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (n <= 0) break;
+    bytes += static_cast<uint64_t>(n);
+  }
+  double s = since(t0);
+  ::close(fd);
+  return s;
+}
+
+int run_bench(const BenchOptions& o) {
+  using namespace engine;
+  try {
+    if (!o.isa.empty()) {
+      bool found = false;
+      for (auto isa : {kernels::Isa::scalar, kernels::Isa::avx2, kernels::Isa::avx512,
+                       kernels::Isa::avx512vnni})
+        if (o.isa == kernels::isa_name(isa)) kernels::set_isa(isa), found = true;
+      if (!found) throw std::invalid_argument("--isa: expected scalar, avx2, avx512 or avx512vnni");
+    }
+    std::vector<int> cpus =
+        o.cpus.empty() ? runtime::first_cpus(o.threads) : runtime::parse_cpus(o.cpus);
+    runtime::ThreadPool pool(cpus, true);
+
+    uint64_t file_bytes = 0;
+    double read_s = time_file_read(o.model, file_bytes);
+    ModelOptions mo;
+    mo.prefault = true;
+    mo.hugepages = o.hugepages;
+    mo.numa = runtime::parse_numa_policy(o.numa);
+    if (o.kv != "f16" && o.kv != "f32") throw std::invalid_argument("--kv: expected f16 or f32");
+    mo.kv_type = o.kv == "f16" ? GgmlType::F16 : GgmlType::F32;
+    int max_k = *std::max_element(o.batches.begin(), o.batches.end());
+    mo.max_batch = std::max(64, max_k);
+    auto t0 = Clock::now();
+    auto model = LlamaModel::load(o.model, pool, mo);
+    double load_s = since(t0);
+    const auto& lr = model->load_report();
+    if (o.ctx + max_k > model->n_ctx())
+      throw std::invalid_argument(fmt::format("--ctx {} + batch {} exceeds the model's n_ctx {}",
+                                              o.ctx, max_k, model->n_ctx()));
+
+    auto bw = runtime::measure_read_bandwidth(pool, size_t(o.bw_mib) << 20, 7);
+
+    const int V = model->n_vocab();
+    std::vector<float> logits(size_t(V) * max_k);
+    std::vector<int32_t> toks(std::max(o.ctx, max_k));
+    for (size_t i = 0; i < toks.size(); ++i) toks[i] = static_cast<int32_t>((i * 7919 + 13) % V);
+    model->forward(std::span<const int32_t>(toks).first(o.ctx), nullptr);
+
+    nlohmann::json jb = nlohmann::json::array();
+    std::map<int, double> median_pass;
+    if (!o.json)
+      fmt::print("{:>5} {:>12} {:>12} {:>12} {:>10} {:>12} {:>10} {:>9} {:>10}\n", "batch",
+                 "pass ms (med)", "min", "max", "tok/s", "weights MB", "eff GB/s", "CPU share",
+                 "CPU s/pass");
+    for (int k : o.batches) {
+      std::span<const int32_t> batch(toks.data(), k);
+      model->forward(batch, logits.data());  // warm-up
+      model->truncate(o.ctx);
+      std::vector<double> per_pass;
+      // The share of the pool's CPUs the passes really got: on a shared host
+      // (other jobs, a VM's steal) a figure far below 1 explains slow passes.
+      const double cpu0 = cpu_seconds();
+      const auto wall0 = Clock::now();
+      for (int r = 0; r < o.repeat; ++r) {
+        auto t1 = Clock::now();
+        for (int p = 0; p < o.passes; ++p) {
+          model->forward(batch, logits.data());
+          model->truncate(o.ctx);
+        }
+        per_pass.push_back(since(t1) / o.passes);
+      }
+      const double cpu_used = cpu_seconds() - cpu0;
+      const double cpu_share = cpu_used / (since(wall0) * pool.size());
+      // CPU seconds one pass costs, whoever else runs: the compute side of the
+      // roofline (includes brief spinning at joins).
+      const double cpu_per_pass = cpu_used / (o.repeat * o.passes);
+      Stats s = stats(per_pass);
+      median_pass[k] = s.median;
+      uint64_t bytes = model->weight_bytes_per_pass(k);
+      double tps = k / s.median, eff = bytes / s.median / 1e9;
+      if (o.json) {
+        jb.push_back({{"batch", k},
+                      {"pass_s", {{"median", s.median}, {"min", s.min}, {"max", s.max}}},
+                      {"tokens_per_s", {{"median", tps}, {"min", k / s.max}, {"max", k / s.min}}},
+                      {"weight_bytes_per_pass", bytes},
+                      {"effective_gbps", eff},
+                      {"cpu_share", cpu_share},
+                      {"cpu_s_per_pass", cpu_per_pass},
+                      {"samples_s", per_pass}});
+      } else {
+        fmt::print(
+            "{:>5} {:>12.2f} {:>12.2f} {:>12.2f} {:>10.2f} {:>12.1f} {:>10.2f} {:>8.0f}% "
+            "{:>10.3f}\n",
+            k, s.median * 1e3, s.min * 1e3, s.max * 1e3, tps, bytes / 1e6, eff, cpu_share * 100,
+            cpu_per_pass);
+      }
+    }
+
+    // Fork/join cost: regions one single-token pass issues, and the latency of
+    // an empty region on this pool (spinning workers, or futex wake-ups).
+    uint64_t reg0 = pool.regions();
+    model->forward(std::span<const int32_t>(toks.data(), 1), logits.data());
+    model->truncate(o.ctx);
+    const uint64_t regions_per_pass = pool.regions() - reg0;
+    constexpr int kEmpty = 2000;
+    auto te = Clock::now();
+    for (int i = 0; i < kEmpty; ++i) pool.run([](int) {});
+    const double region_us = since(te) / kEmpty * 1e6;
+
+    const uint64_t bytes_per_token = model->weight_bytes_per_pass(1);
+    const double roofline_tps = bw.median_gbps * 1e9 / bytes_per_token;
+    nlohmann::json j;
+    j["model"] = o.model;
+    j["config"] = {{"name", model->config().name},
+                   {"dim", model->config().dim},
+                   {"layers", model->config().n_layers},
+                   {"weight_type", std::string(traits(model->weight_type()).name)}};
+    j["cpus"] = host::format_cpulist(pool.cpus());
+    j["threads"] = pool.size();
+    j["isa"] = kernels::isa_name(kernels::active_isa());
+    j["context_tokens"] = o.ctx;
+    j["passes_per_repeat"] = o.passes;
+    j["repeats"] = o.repeat;
+    j["batches"] = jb;
+    j["bandwidth_gbps"] = {{"median", bw.median_gbps},
+                           {"min", bw.min_gbps},
+                           {"max", bw.max_gbps},
+                           {"buffer_bytes", bw.buffer_bytes}};
+    j["bytes_per_token"] = bytes_per_token;
+    j["roofline_tokens_per_s"] = roofline_tps;
+    if (median_pass.count(1)) j["roofline_ratio"] = (1.0 / median_pass[1]) / roofline_tps;
+    if (median_pass.count(1) && median_pass.count(8))
+      j["k8_over_k1_time"] = median_pass[8] / median_pass[1];
+    j["load"] = {{"total_s", load_s},
+                 {"parse_validate_s", lr.open_s},
+                 {"copy_s", lr.copy_s},
+                 {"prefault_s", lr.prefault_s},
+                 {"file_read_s", read_s},
+                 {"file_bytes", file_bytes},
+                 {"file_read_gbps", file_bytes / read_s / 1e9},
+                 {"pages", runtime::page_kind_name(lr.pages)},
+                 {"note", lr.page_note}};
+    j["placement"] = model->placement_summary();
+    j["pool"] = {{"regions_per_token_pass", regions_per_pass}, {"empty_region_us", region_us}};
+    if (o.json) {
+      std::cout << j.dump(2) << '\n';
+      return 0;
+    }
+    fmt::print("\nmodel      {} ({}, {} layers, dim {}), {} threads on CPUs {}, ISA {}\n", o.model,
+               traits(model->weight_type()).name, model->config().n_layers, model->config().dim,
+               pool.size(), host::format_cpulist(pool.cpus()),
+               kernels::isa_name(kernels::active_isa()));
+    fmt::print("bandwidth  {:.2f} GB/s read (median of 7, min {:.2f}, max {:.2f}; {} MiB buffer)\n",
+               bw.median_gbps, bw.min_gbps, bw.max_gbps, bw.buffer_bytes >> 20);
+    fmt::print("roofline   {:.2f} tok/s = {:.2f} GB/s / {:.1f} MB per token\n", roofline_tps,
+               bw.median_gbps, bytes_per_token / 1e6);
+    if (median_pass.count(1))
+      fmt::print("batch 1    {:.2f} tok/s = {:.1f}% of the roofline\n", 1.0 / median_pass[1],
+                 100.0 * j["roofline_ratio"].get<double>());
+    if (j.contains("k8_over_k1_time"))
+      fmt::print("K=8 / K=1  {:.2f}x the time of a single-token pass\n",
+                 j["k8_over_k1_time"].get<double>());
+    fmt::print(
+        "load       {:.2f} s total: parse+validate {:.3f} s, copy {:.2f} s, page-in {:.2f} s"
+        " ({}); plain read() of the file {:.2f} s ({:.2f} GB/s)\n",
+        load_s, lr.open_s, lr.copy_s, lr.prefault_s, runtime::page_kind_name(lr.pages), read_s,
+        file_bytes / read_s / 1e9);
+    if (!lr.page_note.empty()) fmt::print("note       {}\n", lr.page_note);
+    fmt::print("pool       {} parallel regions per single-token pass, {:.2f} us per empty region\n",
+               regions_per_pass, region_us);
+    fmt::print("placement  {}\n", model->placement_summary());
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "bench: " << e.what() << '\n';
+    return 1;
+  }
+}
+
+void add_bench_command(CLI::App& app, GlobalOptions& global) {
+  auto o = std::make_shared<BenchOptions>();
+  auto* cmd = app.add_subcommand("bench", "Forward-pass timings per batch size vs the roofline");
+  cmd->add_option("--model,-m", o->model, "llama GGUF model")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--batch", o->batches, "batch sizes (tokens per pass)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 512));
+  cmd->add_option("-n", o->passes, "passes per repeat")->check(CLI::Range(1, 100000));
+  cmd->add_option("--repeat", o->repeat, "repeats (median, min, max over them)")
+      ->check(CLI::Range(1, 1000));
+  auto* th = cmd->add_option("--threads,-t", o->threads, "threads: the first N allowed CPUs");
+  cmd->add_option("--cpus", o->cpus, "CPU list to pin the pool to, e.g. 0-7")->excludes(th);
+  cmd->add_option("--ctx", o->ctx, "tokens already in the KV cache before each pass")
+      ->check(CLI::Range(0, 1 << 20));
+  cmd->add_flag("--json", o->json, "one JSON document");
+  cmd->add_flag("--hugepages", o->hugepages, "copy the weights into 2 MiB pages (else THP)");
+  cmd->add_option("--numa", o->numa, "weight placement: none|interleave|split|local");
+  cmd->add_option("--kv", o->kv, "KV cache type: f16|f32");
+  cmd->add_option("--isa", o->isa, "force kernels: scalar|avx2|avx512|avx512vnni");
+  cmd->add_option("--bw-mib", o->bw_mib, "bandwidth probe buffer (MiB)")
+      ->check(CLI::Range(16, 1 << 20));
+  cmd->callback([o, &global] { global.exit_code = run_bench(*o); });
+}
+
+static Registrar reg(&add_bench_command);
+
+}  // namespace
+}  // namespace epyctune::engine_cli

@@ -1,0 +1,109 @@
+// AVX-512 kernels for F32 / F16 / BF16 weights against f32 activations. Lane i
+// of the zmm accumulator is the scalar reference's stripe i (elements
+// i, i+16, ...); the tail is masked, so the order is exactly the reference's.
+#include <immintrin.h>
+
+#include "engine/kernels/blocks.hpp"
+#include "engine/kernels/kernel_table.hpp"
+
+namespace epyctune::engine::kernels::detail {
+namespace {
+
+constexpr int kMaxTokens = 8;
+
+inline float reduce(__m512 acc) {
+  const __m256 lo = _mm512_castps512_ps256(acc);
+  const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1));
+  const __m256 h = _mm256_add_ps(lo, hi);
+  const __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  const __m128 r = _mm_add_ps(q, _mm_movehl_ps(q, q));
+  return _mm_cvtss_f32(_mm_add_ss(r, _mm_shuffle_ps(r, r, 1)));
+}
+
+enum class F { f32, f16, bf16 };
+
+template <F kF>
+inline __m512 load_w(const uint8_t* row, int64_t i, __mmask16 m) {
+  if constexpr (kF == F::f32) {
+    return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + i);
+  } else if constexpr (kF == F::f16) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(row) + i));
+  } else {
+    const __m256i h = _mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(row) + i);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+}
+
+template <F kF, int T>
+void row_tile(const uint8_t* row, int64_t k, const float* const* x, float* out) {
+  __m512 acc[T];
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= k; i += 16) {
+    const __m512 w = load_w<kF>(row, i, 0xFFFF);
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) acc[t] = _mm512_fmadd_ps(w, _mm512_loadu_ps(x[t] + i), acc[t]);
+  }
+  if (i < k) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (k - i)) - 1u);
+    const __m512 w = load_w<kF>(row, i, m);
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      acc[t] = _mm512_mask3_fmadd_ps(w, _mm512_maskz_loadu_ps(m, x[t] + i), acc[t], m);
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) out[t] = reduce(acc[t]);
+}
+
+template <F kF>
+void matmul(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
+            int64_t r0, int64_t r1) {
+  for (int t0 = 0; t0 < acts.n_tokens; t0 += kMaxTokens) {
+    const int nt = acts.n_tokens - t0 < kMaxTokens ? acts.n_tokens - t0 : kMaxTokens;
+    const float* x[kMaxTokens];
+    for (int t = 0; t < nt; ++t) x[t] = reinterpret_cast<const float*>(acts.row(t0 + t));
+    float out[kMaxTokens];
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t* row = w + static_cast<size_t>(r) * w_row_bytes;
+      switch (nt) {
+        case 1:
+          row_tile<kF, 1>(row, acts.k, x, out);
+          break;
+        case 2:
+          row_tile<kF, 2>(row, acts.k, x, out);
+          break;
+        case 3:
+          row_tile<kF, 3>(row, acts.k, x, out);
+          break;
+        case 4:
+          row_tile<kF, 4>(row, acts.k, x, out);
+          break;
+        case 5:
+          row_tile<kF, 5>(row, acts.k, x, out);
+          break;
+        case 6:
+          row_tile<kF, 6>(row, acts.k, x, out);
+          break;
+        case 7:
+          row_tile<kF, 7>(row, acts.k, x, out);
+          break;
+        default:
+          row_tile<kF, 8>(row, acts.k, x, out);
+          break;
+      }
+      for (int t = 0; t < nt; ++t) y[(t0 + t) * ldy + r] = out[t];
+    }
+  }
+}
+
+}  // namespace
+
+void fill_avx512_table_float(MatmulTable& t) {
+  t.f32 = matmul<F::f32>;
+  t.f16 = matmul<F::f16>;
+  t.bf16 = matmul<F::bf16>;
+}
+
+}  // namespace epyctune::engine::kernels::detail

@@ -1,0 +1,150 @@
+// AVX-512 Q6_K matmul (Q4_K: q4_k_avx512_impl.hpp), included by
+// k_quants_avx512.cpp (vpmaddwd) and k_quants_avx512vnni.cpp (vpdpwssd). Each super-block is
+// unpacked once into eight zmm of int16 q * sub-block-scale; a token's int16 activations then take
+// 8 multiply-adds per 256 elements, and int32 lane l collects exactly the scalar reference's lane l
+// (elements with (i % 32) / 2 == l). Up to 8 tokens per pass over the weights.
+#pragma once
+
+#include <immintrin.h>
+
+#include "engine/kernels/blocks.hpp"
+#include "engine/kernels/kernel_table.hpp"
+
+namespace epyctune::engine::kernels::detail::avx512k {
+// Internal linkage: this header is compiled into TUs with different ISA
+// flags, and one TU must never call another TU's copy.
+namespace {
+
+constexpr int kMaxTokens = 8;
+
+[[gnu::always_inline]] inline float reduce16(__m512 acc) {
+  const __m256 lo = _mm512_castps512_ps256(acc);
+  const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1));
+  const __m256 h = _mm256_add_ps(lo, hi);
+  const __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  const __m128 r = _mm_add_ps(q, _mm_movehl_ps(q, q));
+  return _mm_cvtss_f32(_mm_add_ss(r, _mm_shuffle_ps(r, r, 1)));
+}
+struct KBlock {
+  __m512i w[8];  // int16 q * scale, chunk c = elements 32c..32c+31
+  __m512 dw;     // fp32(d) broadcast
+};
+
+[[gnu::always_inline]] inline float half_to_float(uint16_t h) {
+  return _cvtsh_ss(h);
+}
+
+[[gnu::always_inline]] inline void load_block(const uint8_t* p, KBlock& kb) {
+  const auto& b = *reinterpret_cast<const BlockQ6_K*>(p);
+  const __m256i sc16 =
+      _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
+  const __m512i sc = _mm512_zextsi256_si512(sc16);
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
+  const __m256i k32 = _mm256_set1_epi8(32);
+  // idx for chunk c: [2c x16, 2c+1 x16]
+  const __m512i idx0 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(1), 1);
+#pragma GCC unroll 2
+  for (int n = 0; n < 2; ++n) {
+    const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * n));
+    const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * n + 32));
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * n));
+    const __m256i q[4] = {
+        _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m2), 4)),
+        _mm256_or_si256(_mm256_and_si256(l1, m4),
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m2), 4)),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m2), 4)),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m2), 4))};
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; ++g) {
+      const int c = 4 * n + g;
+      const __m512i s = _mm512_permutexvar_epi16(
+          _mm512_add_epi16(idx0, _mm512_set1_epi16(static_cast<int16_t>(2 * c))), sc);
+      kb.w[c] = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(_mm256_sub_epi8(q[g], k32)), s);
+    }
+  }
+  kb.dw = _mm512_set1_ps(half_to_float(b.d));
+}
+
+template <bool kVnni>
+[[gnu::always_inline]] inline __m512i block_dot(const KBlock& kb, const uint8_t* rec) {
+  auto a = [&](int c) { return _mm512_load_si512(rec + 64 * c); };
+  __m512i s[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+#pragma GCC unroll 8
+  for (int c = 0; c < 8; ++c) {
+    if constexpr (kVnni) {
+      s[c % 2] = _mm512_dpwssd_epi32(s[c % 2], kb.w[c], a(c));
+    } else {
+      s[c % 2] = _mm512_add_epi32(s[c % 2], _mm512_madd_epi16(kb.w[c], a(c)));
+    }
+  }
+  return _mm512_add_epi32(s[0], s[1]);
+}
+
+template <bool kVnni, int T>
+void row_tile(const uint8_t* row, int64_t nsb, const uint8_t* const* arows, float* out) {
+  constexpr size_t kBytes = sizeof(BlockQ6_K);
+  __m512 acc[T];
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  KBlock kb;
+  for (int64_t b = 0; b < nsb; ++b) {
+    load_block(row + static_cast<size_t>(b) * kBytes, kb);
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      const uint8_t* rec = arows[t] + static_cast<size_t>(b) * kKBlockBytes;
+      const float* dap = reinterpret_cast<const float*>(rec + kKBlockD);
+      const __m512i isum = block_dot<kVnni>(kb, rec);
+      const __m512 s = _mm512_mul_ps(kb.dw, _mm512_set1_ps(*dap));
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), s, acc[t]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) out[t] = reduce16(acc[t]);
+}
+
+template <bool kVnni>
+void matmul(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
+            int64_t r0, int64_t r1) {
+  const int64_t nsb = acts.k / 256;
+  for (int t0 = 0; t0 < acts.n_tokens; t0 += kMaxTokens) {
+    const int nt = acts.n_tokens - t0 < kMaxTokens ? acts.n_tokens - t0 : kMaxTokens;
+    const uint8_t* arows[kMaxTokens];
+    for (int t = 0; t < nt; ++t) arows[t] = acts.row(t0 + t);
+    float out[kMaxTokens];
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t* row = w + static_cast<size_t>(r) * w_row_bytes;
+      switch (nt) {
+        case 1:
+          row_tile<kVnni, 1>(row, nsb, arows, out);
+          break;
+        case 2:
+          row_tile<kVnni, 2>(row, nsb, arows, out);
+          break;
+        case 3:
+          row_tile<kVnni, 3>(row, nsb, arows, out);
+          break;
+        case 4:
+          row_tile<kVnni, 4>(row, nsb, arows, out);
+          break;
+        case 5:
+          row_tile<kVnni, 5>(row, nsb, arows, out);
+          break;
+        case 6:
+          row_tile<kVnni, 6>(row, nsb, arows, out);
+          break;
+        case 7:
+          row_tile<kVnni, 7>(row, nsb, arows, out);
+          break;
+        default:
+          row_tile<kVnni, 8>(row, nsb, arows, out);
+          break;
+      }
+      for (int t = 0; t < nt; ++t) y[(t0 + t) * ldy + r] = out[t];
+    }
+  }
+}
+
+}  // namespace
+}  // namespace epyctune::engine::kernels::detail::avx512k

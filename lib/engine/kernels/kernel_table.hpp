@@ -1,0 +1,48 @@
+// Per-ISA matmul entry points. Each ISA file defines its own table; dispatch
+// picks one at run time. Every entry must produce bytes identical to the
+// scalar reference (ref_matmul.cpp), which defines the canonical order:
+//   - integer dot products of a block (or 4-element groups of it) are exact;
+//   - float partials accumulate with fma into 16 stripes (4 more for Q4_K mins);
+//   - the stripes reduce with reduce16()/reduce4() from blocks.hpp.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "engine/kernels/kernels.hpp"
+
+namespace epyctune::engine::kernels::detail {
+
+using MatmulFn = void (*)(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y,
+                          int64_t ldy, int64_t r0, int64_t r1);
+
+struct MatmulTable {
+  MatmulFn f32 = nullptr, f16 = nullptr, bf16 = nullptr;
+  MatmulFn q4_0 = nullptr, q8_0 = nullptr, q4_k = nullptr, q6_k = nullptr;
+};
+
+// Defined in ref_matmul.cpp (scalar), *_avx2.cpp and *_avx512*.cpp. An ISA
+// table may leave an entry null; dispatch then uses the next lower ISA.
+void fill_scalar_table(MatmulTable& t);
+void fill_avx2_table_qx_0(MatmulTable& t);
+void fill_avx2_table_k_quants(MatmulTable& t);
+void fill_avx2_table_q4_k(MatmulTable& t);
+void fill_avx2_table_float(MatmulTable& t);
+void fill_avx512_table_qx_0(MatmulTable& t);
+void fill_avx512_table_k_quants(MatmulTable& t);
+void fill_avx512_table_float(MatmulTable& t);
+void fill_avx512vnni_table_qx_0(MatmulTable& t);
+void fill_avx512vnni_table_k_quants(MatmulTable& t);
+
+// AVX2 activation quantizers (quantize_acts_avx2.cpp): one scale for n
+// elements (a multiple of 32 / 16), bytes identical to the scalar rule.
+float quantize_group_i8_avx2(const float* x, int n, int8_t* q);
+float quantize_group_i16_avx2(const float* x, int n, int16_t* q);
+
+// prepare_acts bodies (same source compiled per ISA flags; exact elementwise
+// float ops only, so the bytes do not depend on the ISA).
+void prepare_acts_q8(GgmlType wtype, const float* x, int n_tokens, int64_t k, Acts& out);
+void prepare_acts_k(const float* x, int n_tokens, int64_t k, Acts& out);
+void prepare_acts_q4k(const float* x, int n_tokens, int64_t k, Acts& out);
+
+}  // namespace epyctune::engine::kernels::detail

@@ -1,0 +1,38 @@
+// Keys and values of every cached position, in F16 or F32, laid out
+// [layer][K|V][kv head][position][head_dim] so one head's keys over all
+// positions are contiguous for attention. Anonymous mmap: positions never
+// reached cost no memory.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "engine/gguf/ggml_types.hpp"
+
+namespace epyctune::engine {
+
+class KvCache {
+ public:
+  KvCache(int n_layers, int n_ctx, int n_kv_heads, int head_dim, GgmlType type);  // F16 or F32
+  ~KvCache();
+  KvCache(const KvCache&) = delete;
+  KvCache& operator=(const KvCache&) = delete;
+
+  GgmlType type() const { return type_; }
+  size_t bytes() const { return bytes_; }
+  // Stores n_kv_heads * head_dim values of K and V for (layer, pos).
+  void store(int layer, int pos, const float* k, const float* v);
+  // Keys (or values) of `head` at positions [pos0, pos0 + n) as f32, n * head_dim floats.
+  void load_k(int layer, int head, int pos0, int n, float* out) const;
+  void load_v(int layer, int head, int pos0, int n, float* out) const;
+
+ private:
+  uint8_t* at(bool v, int layer, int head, int pos) const;
+  int n_layers_, n_ctx_, n_kv_heads_, head_dim_;
+  GgmlType type_;
+  size_t elem_;
+  size_t bytes_ = 0;
+  uint8_t* base_ = nullptr;
+};
+
+}  // namespace epyctune::engine

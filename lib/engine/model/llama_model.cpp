@@ -1,0 +1,357 @@
+#include "engine/model/llama_model.hpp"
+
+#include <fmt/format.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <stdexcept>
+
+#include "engine/gguf/gguf.hpp"
+#include "engine/kernels/kernels.hpp"
+#include "engine/model/kv_cache.hpp"
+#include "engine/model/llama_weights.hpp"
+#include "engine/runtime/numa_maps.hpp"
+#include "engine/runtime/thread_pool.hpp"
+
+namespace epyctune::engine {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// One weight matrix applied to prepared activations, writing y[t * ldy + r].
+struct MatJob {
+  const Mat* m;
+  const kernels::Acts* acts;
+  float* y;
+  int64_t ldy;
+};
+
+// Touches one byte per 4 KiB page of every matrix, 2 MiB per work item, so
+// page faults (and disk reads for a cold file) happen on all pool threads.
+void prefault_weights(LlamaWeights& w, runtime::ThreadPool& pool) {
+  constexpr size_t kPiece = size_t{2} << 20;
+  struct Piece {
+    const uint8_t* p;
+    size_t n;
+  };
+  std::vector<Piece> pieces;
+  for (Mat* m : w.matrices()) {
+    // Read-ahead hint for the file mapping (harmless on a copy).
+    auto addr = reinterpret_cast<uintptr_t>(m->data);
+    auto page = addr & ~uintptr_t{4095};
+    madvise(reinterpret_cast<void*>(page), m->bytes() + (addr - page), MADV_WILLNEED);
+    for (size_t o = 0; o < m->bytes(); o += kPiece)
+      pieces.push_back({m->data + o, std::min(kPiece, m->bytes() - o)});
+  }
+  std::vector<uint64_t> sums(size_t(pool.size()) * 8, 0);
+  pool.parallel_for(static_cast<int64_t>(pieces.size()), 1, [&](int64_t b, int64_t e, int tid) {
+    uint64_t s = 0;
+    for (int64_t i = b; i < e; ++i) {
+#ifdef MADV_POPULATE_READ
+      // One syscall maps the whole piece (Linux >= 5.14), far cheaper than a
+      // fault per 4 KiB page; older kernels answer EINVAL and we touch pages.
+      auto addr = reinterpret_cast<uintptr_t>(pieces[i].p);
+      auto page = addr & ~uintptr_t{4095};
+      if (madvise(reinterpret_cast<void*>(page), pieces[i].n + (addr - page),
+                  MADV_POPULATE_READ) == 0)
+        continue;
+#endif
+      for (size_t o = 0; o < pieces[i].n; o += 4096)
+        s += *static_cast<const volatile uint8_t*>(pieces[i].p + o);
+    }
+    sums[size_t(tid) * 8] += s;
+  });
+}
+
+}  // namespace
+
+struct LlamaModel::Impl {
+  LlamaWeights w;
+  std::unique_ptr<KvCache> kv;
+  runtime::WeightMemory weight_copy;  // empty when weights are used from the mapping
+  // Activations, [batch][...] row-major, sized for max_batch.
+  int cap = 0;
+  std::vector<float> x, xn, q, k, v, att, gate, up, ffn_out;
+  // Prepared activations, one per weight type in use (Q/K/V may differ in Q4_K_M).
+  kernels::Acts acts_a, acts_b, acts_c;
+  struct ThreadScratch {
+    std::vector<float> keys, vals, scores;
+  };
+  std::vector<ThreadScratch> scratch;
+
+  void reserve(int b, const LlamaConfig& c) {
+    if (b <= cap) return;
+    cap = b;
+    x.resize(size_t(b) * c.dim);
+    xn.resize(size_t(b) * c.dim);
+    q.resize(size_t(b) * c.dim);
+    k.resize(size_t(b) * c.kv_dim());
+    v.resize(size_t(b) * c.kv_dim());
+    att.resize(size_t(b) * c.dim);
+    gate.resize(size_t(b) * c.ffn_dim);
+    up.resize(size_t(b) * c.ffn_dim);
+    ffn_out.resize(size_t(b) * c.dim);
+  }
+};
+
+LlamaModel::LlamaModel(runtime::ThreadPool& pool) : pool_(pool), impl_(std::make_unique<Impl>()) {}
+LlamaModel::~LlamaModel() = default;
+
+std::unique_ptr<LlamaModel> LlamaModel::load(const std::filesystem::path& path,
+                                             runtime::ThreadPool& pool, const ModelOptions& opts) {
+  auto t0 = std::chrono::steady_clock::now();
+  std::unique_ptr<LlamaModel> m(new LlamaModel(pool));
+  m->file_ = gguf::File::open(path);
+  m->cfg_ = read_llama_config(*m->file_);
+  m->impl_->w = bind_weights(*m->file_, m->cfg_);
+  if (opts.kv_type != GgmlType::F16 && opts.kv_type != GgmlType::F32)
+    throw std::invalid_argument(fmt::format("{}: KV cache type must be f16 or f32, not {}",
+                                            path.string(), traits(opts.kv_type).name));
+  if (opts.n_ctx < 0) throw std::invalid_argument("n_ctx must be >= 0");
+  m->n_ctx_ = opts.n_ctx > 0 ? opts.n_ctx : m->cfg_.n_ctx;
+  m->load_.file_bytes = m->file_->bytes().size();
+  m->load_.open_s = seconds_since(t0);
+
+  auto& w = m->impl_->w;
+  for (Mat* mat : w.matrices()) m->load_.weight_bytes += mat->bytes();
+  m->load_.weight_bytes += w.norm_bytes;
+
+  bool copy = opts.copy_weights || opts.hugepages || opts.numa != runtime::NumaPolicy::none;
+  if (copy) {
+    auto t1 = std::chrono::steady_clock::now();
+    auto r = copy_weights(*m->file_, w, opts.hugepages, opts.numa, opts.numa_nodes, pool);
+    m->impl_->weight_copy = std::move(r.memory);
+    m->load_.pages = m->impl_->weight_copy.kind();
+    m->load_.page_note = r.note;
+    m->load_.copy_s = seconds_since(t1);
+  }
+  if (opts.prefault) {
+    auto t1 = std::chrono::steady_clock::now();
+    prefault_weights(w, pool);
+    m->load_.prefault_s = seconds_since(t1);
+  }
+  const auto& c = m->cfg_;
+  m->impl_->kv =
+      std::make_unique<KvCache>(c.n_layers, m->n_ctx_, c.n_kv_heads, c.head_dim, opts.kv_type);
+  m->max_batch_ = std::max(1, opts.max_batch);
+  m->impl_->scratch.resize(pool.size());
+  m->load_.total_s = seconds_since(t0);
+  return m;
+}
+
+GgmlType LlamaModel::weight_type() const {
+  const auto& l = impl_->w.layers[0];
+  // ffn_up: the bulk type (Q4_K_M keeps ffn_down and attn_v in Q6_K).
+  return l.w_up.type;
+}
+
+uint64_t LlamaModel::weight_bytes_per_pass(int k) const {
+  uint64_t total = 0;
+  auto& w = impl_->w;
+  for (const auto& l : w.layers)
+    for (const Mat* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+      total += m->bytes();
+  total += w.output.bytes();
+  total += w.norm_bytes;
+  total += static_cast<uint64_t>(k) * w.tok_embd.row_bytes;
+  return total;
+}
+
+std::string LlamaModel::placement_summary() const {
+  std::string err;
+  auto entries = runtime::read_self_numa_maps(err);
+  if (!err.empty()) return err;
+  std::vector<runtime::AddressRange> ranges;
+  if (impl_->weight_copy.data()) {
+    auto b = reinterpret_cast<uint64_t>(impl_->weight_copy.data());
+    ranges.push_back({b, b + impl_->weight_copy.size()});
+  } else {
+    auto bytes = file_->bytes();
+    auto b = reinterpret_cast<uint64_t>(bytes.data());
+    // The mapping starts at the page holding the file's first byte.
+    b &= ~uint64_t{4095};
+    ranges.push_back({b, reinterpret_cast<uint64_t>(bytes.data()) + bytes.size()});
+  }
+  auto p = runtime::placement_of(entries, ranges);
+  std::string out = fmt::format("{} ({})", p.summary(), runtime::page_kind_name(load_.pages));
+  if (load_.pages == runtime::PageKind::thp) {
+    std::string e2;
+    uint64_t huge = runtime::read_self_anon_huge_bytes(ranges, e2);
+    out += e2.empty() ? fmt::format("; THP granted for {:.2f} GiB of {:.2f} GiB",
+                                    huge / 1073741824.0, p.total_bytes() / 1073741824.0)
+                      : "; " + e2;
+  }
+  return out;
+}
+
+void LlamaModel::truncate(int pos) {
+  if (pos < 0) throw std::out_of_range(fmt::format("truncate({}): negative position", pos));
+  pos_ = std::min(pos_, pos);
+}
+
+void LlamaModel::forward(std::span<const int32_t> tokens, float* logits) {
+  for (size_t i = 0; i < tokens.size(); i += max_batch_) {
+    size_t n = std::min<size_t>(max_batch_, tokens.size() - i);
+    forward_chunk(tokens.subspan(i, n), logits ? logits + i * cfg_.n_vocab : nullptr, false);
+  }
+}
+
+void LlamaModel::forward_last(std::span<const int32_t> tokens, float* logits) {
+  for (size_t i = 0; i < tokens.size(); i += max_batch_) {
+    size_t n = std::min<size_t>(max_batch_, tokens.size() - i);
+    bool last = i + n == tokens.size();
+    forward_chunk(tokens.subspan(i, n), last ? logits : nullptr, true);
+  }
+}
+
+namespace {
+
+// Rows of several matrices in one parallel region (Q/K/V, gate/up), in
+// chunks; each output element is computed by exactly one chunk, so the split
+// never changes a result.
+void run_matmuls(runtime::ThreadPool& pool, std::initializer_list<MatJob> jobs) {
+  int64_t total = 0;
+  for (const auto& j : jobs) total += j.m->rows;
+  const int64_t nt = pool.size();
+  int64_t grain = std::max<int64_t>(16, (total / (nt * 4) + 15) / 16 * 16);
+  pool.parallel_for(total, grain, [&](int64_t b, int64_t e, int) {
+    int64_t base = 0;
+    for (const auto& j : jobs) {
+      int64_t r0 = std::max(b, base), r1 = std::min(e, base + j.m->rows);
+      if (r0 < r1)
+        kernels::matmul_rows(j.m->type, j.m->data, j.m->row_bytes, *j.acts, j.y, j.ldy, r0 - base,
+                             r1 - base);
+      base += j.m->rows;
+    }
+  });
+}
+
+}  // namespace
+
+void LlamaModel::forward_chunk(std::span<const int32_t> tokens, float* logits, bool last_only) {
+  const int B = static_cast<int>(tokens.size());
+  if (B == 0) return;
+  const auto& c = cfg_;
+  if (pos_ + B > n_ctx_)
+    throw std::out_of_range(
+        fmt::format("context full: {} cached + {} new tokens > n_ctx {}", pos_, B, n_ctx_));
+  for (int32_t t : tokens)
+    if (t < 0 || t >= c.n_vocab)
+      throw std::out_of_range(
+          fmt::format("token id {} outside the vocabulary [0, {})", t, c.n_vocab));
+  Impl& s = *impl_;
+  auto& w = s.w;
+  s.reserve(B, c);
+  const int dim = c.dim, kvd = c.kv_dim(), hd = c.head_dim, ffn = c.ffn_dim;
+  const int group = c.n_heads / c.n_kv_heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+
+  for (int t = 0; t < B; ++t)
+    kernels::dequantize_row(w.tok_embd.type, w.tok_embd.data + tokens[t] * w.tok_embd.row_bytes,
+                            &s.x[size_t(t) * dim], dim);
+
+  for (int il = 0; il < c.n_layers; ++il) {
+    const auto& L = w.layers[il];
+    // Attention block.
+    for (int t = 0; t < B; ++t)
+      kernels::rmsnorm(&s.xn[size_t(t) * dim], &s.x[size_t(t) * dim], L.attn_norm.data(), dim,
+                       c.norm_eps);
+    kernels::prepare_acts(L.wq.type, s.xn.data(), B, dim, s.acts_a);
+    const kernels::Acts* ak = &s.acts_a;
+    const kernels::Acts* av = &s.acts_a;
+    if (L.wk.type != L.wq.type) {
+      kernels::prepare_acts(L.wk.type, s.xn.data(), B, dim, s.acts_b);
+      ak = &s.acts_b;
+    }
+    if (L.wv.type != L.wq.type) {
+      if (L.wv.type == L.wk.type) {
+        av = ak;
+      } else {
+        kernels::prepare_acts(L.wv.type, s.xn.data(), B, dim, s.acts_c);
+        av = &s.acts_c;
+      }
+    }
+    run_matmuls(pool_, {{&L.wq, &s.acts_a, s.q.data(), dim},
+                        {&L.wk, ak, s.k.data(), kvd},
+                        {&L.wv, av, s.v.data(), kvd}});
+    for (int t = 0; t < B; ++t) {
+      const int p = pos_ + t;
+      for (int h = 0; h < c.n_heads; ++h)
+        kernels::rope(&s.q[size_t(t) * dim + size_t(h) * hd], hd, c.n_rot, p, c.rope_freq_base,
+                      c.rope_freq_scale, false);
+      for (int h = 0; h < c.n_kv_heads; ++h)
+        kernels::rope(&s.k[size_t(t) * kvd + size_t(h) * hd], hd, c.n_rot, p, c.rope_freq_base,
+                      c.rope_freq_scale, false);
+      s.kv->store(il, p, &s.k[size_t(t) * kvd], &s.v[size_t(t) * kvd]);
+    }
+    // One work item per (token, kv head): its keys and values are converted
+    // once and serve the `group` query heads that share them.
+    pool_.parallel_for(int64_t(B) * c.n_kv_heads, 1, [&](int64_t b, int64_t e, int tid) {
+      auto& ts = s.scratch[tid];
+      for (int64_t item = b; item < e; ++item) {
+        const int t = static_cast<int>(item / c.n_kv_heads);
+        const int g = static_cast<int>(item % c.n_kv_heads);
+        const int n = pos_ + t + 1;  // causal: positions 0 .. pos_ + t
+        if (ts.keys.size() < size_t(n) * hd) {
+          ts.keys.resize(size_t(n_ctx_) * hd);
+          ts.vals.resize(size_t(n_ctx_) * hd);
+          ts.scores.resize(n_ctx_);
+        }
+        s.kv->load_k(il, g, 0, n, ts.keys.data());
+        s.kv->load_v(il, g, 0, n, ts.vals.data());
+        for (int h = g * group; h < (g + 1) * group; ++h) {
+          const float* qh = &s.q[size_t(t) * dim + size_t(h) * hd];
+          float* out = &s.att[size_t(t) * dim + size_t(h) * hd];
+          for (int j = 0; j < n; ++j)
+            ts.scores[j] = kernels::dot_f32(qh, &ts.keys[size_t(j) * hd], hd) * scale;
+          kernels::softmax(ts.scores.data(), n);
+          std::fill(out, out + hd, 0.0f);
+          for (int j = 0; j < n; ++j)
+            kernels::axpy(out, ts.scores[j], &ts.vals[size_t(j) * hd], hd);
+        }
+      }
+    });
+    kernels::prepare_acts(L.wo.type, s.att.data(), B, dim, s.acts_a);
+    run_matmuls(pool_, {{&L.wo, &s.acts_a, s.ffn_out.data(), dim}});
+    // Element-wise ops run per token row so each row takes the same code path
+    // (vector body vs tail) whatever the batch size.
+    for (int t = 0; t < B; ++t)
+      kernels::add(&s.x[size_t(t) * dim], &s.ffn_out[size_t(t) * dim], dim);
+
+    // Feed-forward block (SwiGLU).
+    for (int t = 0; t < B; ++t)
+      kernels::rmsnorm(&s.xn[size_t(t) * dim], &s.x[size_t(t) * dim], L.ffn_norm.data(), dim,
+                       c.norm_eps);
+    kernels::prepare_acts(L.w_gate.type, s.xn.data(), B, dim, s.acts_a);
+    const kernels::Acts* au = &s.acts_a;
+    if (L.w_up.type != L.w_gate.type) {
+      kernels::prepare_acts(L.w_up.type, s.xn.data(), B, dim, s.acts_b);
+      au = &s.acts_b;
+    }
+    run_matmuls(pool_,
+                {{&L.w_gate, &s.acts_a, s.gate.data(), ffn}, {&L.w_up, au, s.up.data(), ffn}});
+    for (int t = 0; t < B; ++t)
+      kernels::silu_mul(&s.gate[size_t(t) * ffn], &s.up[size_t(t) * ffn], ffn);
+    kernels::prepare_acts(L.w_down.type, s.gate.data(), B, ffn, s.acts_a);
+    run_matmuls(pool_, {{&L.w_down, &s.acts_a, s.ffn_out.data(), dim}});
+    for (int t = 0; t < B; ++t)
+      kernels::add(&s.x[size_t(t) * dim], &s.ffn_out[size_t(t) * dim], dim);
+  }
+  pos_ += B;
+  if (!logits) return;
+
+  // Output head: every token, or only the last (prefill).
+  const int first = last_only ? B - 1 : 0;
+  const int nout = B - first;
+  for (int t = first; t < B; ++t)
+    kernels::rmsnorm(&s.xn[size_t(t - first) * dim], &s.x[size_t(t) * dim], w.output_norm.data(),
+                     dim, c.norm_eps);
+  kernels::prepare_acts(w.output.type, s.xn.data(), nout, dim, s.acts_a);
+  run_matmuls(pool_, {{&w.output, &s.acts_a, logits, c.n_vocab}});
+}
+
+}  // namespace epyctune::engine

@@ -1,0 +1,102 @@
+// A llama-family model (RMSNorm, RoPE, GQA, SwiGLU) over a GGUF file.
+//
+// Weights are used in place from the file mapping (or from a hugepage /
+// NUMA-placed copy). forward() runs K tokens through every weight matrix once
+// (kernels::matmul_rows over all K activation rows); every op is computed per
+// token independently of K and of the thread count, so a batch of K gives
+// bit-identical logits to K single-token calls, with 1 or N threads.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/gguf/ggml_types.hpp"
+#include "engine/model/causal_lm.hpp"
+#include "engine/model/llama_config.hpp"
+#include "engine/runtime/weight_memory.hpp"
+
+namespace epyctune::engine {
+namespace gguf {
+class File;
+}
+namespace runtime {
+class ThreadPool;
+}
+
+struct ModelOptions {
+  int n_ctx = 0;                     // 0 = the model's context_length
+  GgmlType kv_type = GgmlType::F16;  // F16 or F32
+  // Weight memory: copy out of the file mapping (needed for NUMA placement),
+  // into hugepages when asked (MAP_HUGETLB, else THP).
+  bool copy_weights = false;
+  bool hugepages = false;                                // implies copy_weights
+  runtime::NumaPolicy numa = runtime::NumaPolicy::none;  // != none implies copy_weights
+  std::vector<int> numa_nodes;  // empty = all memory nodes (local: the pool's nodes)
+  int max_batch = 64;           // longer forward() calls are split in chunks of this
+  // Read every weight page at load (in parallel on the pool), so the first
+  // forward() does not pay the page faults / disk reads.
+  bool prefault = false;
+};
+
+struct LoadReport {
+  double open_s = 0;      // mmap + GGUF parse + metadata/shape checks
+  double copy_s = 0;      // copy into WeightMemory (0 without copy)
+  double prefault_s = 0;  // reading every weight page (ModelOptions::prefault)
+  double total_s = 0;
+  uint64_t file_bytes = 0;
+  uint64_t weight_bytes = 0;
+  runtime::PageKind pages = runtime::PageKind::file_mmap;
+  std::string page_note;  // why hugetlb fell back, NUMA bind errors
+};
+
+class LlamaModel : public CausalLM {
+ public:
+  // The pool runs every parallel region of this model and must outlive it.
+  static std::unique_ptr<LlamaModel> load(const std::filesystem::path& path,
+                                          runtime::ThreadPool& pool, const ModelOptions& opts = {});
+  ~LlamaModel() override;
+
+  int n_vocab() const override { return cfg_.n_vocab; }
+  int n_ctx() const override { return n_ctx_; }
+  int pos() const override { return pos_; }
+  // Throws std::out_of_range past n_ctx() or for a token id outside [0, n_vocab).
+  // logits may be null: the tokens only extend the cache (no output head).
+  void forward(std::span<const int32_t> tokens, float* logits) override;
+  void truncate(int pos) override;
+
+  // Like forward(), but computes only the last token's logits (prompt
+  // prefill); identical to forward()'s last row.
+  void forward_last(std::span<const int32_t> tokens, float* logits);
+
+  const LlamaConfig& config() const { return cfg_; }
+  const gguf::File& file() const { return *file_; }  // for Tokenizer::from_gguf
+  runtime::ThreadPool& pool() const { return pool_; }
+  const LoadReport& load_report() const { return load_; }
+  // The main weight type (that of blk.0.ffn_down.weight... the most bytes).
+  GgmlType weight_type() const;
+  // Weight bytes one forward() of k tokens reads: every matrix and norm once,
+  // plus k rows of token_embd.
+  uint64_t weight_bytes_per_pass(int k) const;
+  // Where the weight pages are (from /proc/self/numa_maps); err on failure.
+  std::string placement_summary() const;
+
+ private:
+  struct Impl;
+  LlamaModel(runtime::ThreadPool& pool);
+  void forward_chunk(std::span<const int32_t> tokens, float* logits, bool last_only);
+
+  runtime::ThreadPool& pool_;
+  std::unique_ptr<gguf::File> file_;
+  LlamaConfig cfg_;
+  int n_ctx_ = 0;
+  int pos_ = 0;
+  int max_batch_ = 64;
+  LoadReport load_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace epyctune::engine

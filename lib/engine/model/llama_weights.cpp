@@ -1,0 +1,223 @@
+#include "engine/model/llama_weights.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+#include "engine/gguf/gguf.hpp"
+#include "engine/kernels/kernels.hpp"
+#include "engine/runtime/thread_pool.hpp"
+
+namespace epyctune::engine {
+namespace {
+
+bool is_matmul_type(GgmlType t) {
+  switch (t) {
+    case GgmlType::F32:
+    case GgmlType::F16:
+    case GgmlType::BF16:
+    case GgmlType::Q8_0:
+    case GgmlType::Q4_0:
+    case GgmlType::Q4_K:
+    case GgmlType::Q6_K:
+      return true;
+    default:
+      return false;
+  }
+}
+
+struct Binder {
+  const gguf::File& f;
+  const LlamaConfig& cfg;
+
+  [[noreturn]] void fail(const std::string& msg) const {
+    throw std::runtime_error(fmt::format("{}: {}", f.path(), msg));
+  }
+
+  const gguf::TensorInfo& find(const std::string& name) const {
+    const auto* t = f.tensor(name);
+    if (!t)
+      fail(fmt::format("tensor '{}' is missing (a llama model with block_count = {} needs it)",
+                       name, cfg.n_layers));
+    return *t;
+  }
+
+  void check_shape(const gguf::TensorInfo& t, int64_t ne0, int64_t ne1, const char* what) const {
+    int dims = 0;
+    for (int i = 0; i < 4; ++i)
+      if (t.ne[i] != 1) dims = i + 1;
+    bool ok = t.ne[0] == ne0 && t.ne[1] == ne1 && t.ne[2] == 1 && t.ne[3] == 1;
+    if (!ok)
+      fail(fmt::format("tensor '{}': shape [{}, {}, {}, {}] (dims {}), expected [{}, {}] ({})",
+                       t.name, t.ne[0], t.ne[1], t.ne[2], t.ne[3], dims, ne0, ne1, what));
+  }
+
+  Mat mat(const std::string& name, int64_t cols, int64_t rows, const char* what) const {
+    const auto& t = find(name);
+    check_shape(t, cols, rows, what);
+    if (!is_matmul_type(t.type))
+      fail(fmt::format("tensor '{}': type {} cannot be used as a weight matrix", name,
+                       traits(t.type).name));
+    const auto& tr = traits(t.type);
+    if (cols % tr.block_elems != 0)
+      fail(fmt::format("tensor '{}': row length {} is not a multiple of the {} block ({})", name,
+                       cols, tr.name, tr.block_elems));
+    Mat m;
+    m.name = name;
+    m.type = t.type;
+    m.data = t.data;
+    m.rows = rows;
+    m.cols = cols;
+    m.row_bytes = row_size(t.type, cols);
+    if (t.nbytes < m.bytes())
+      fail(fmt::format("tensor '{}': {} bytes of data, {} expected", name, t.nbytes, m.bytes()));
+    return m;
+  }
+
+  std::vector<float> norm(const std::string& name, uint64_t& bytes) const {
+    const auto& t = find(name);
+    check_shape(t, cfg.dim, 1, "embedding_length");
+    if (t.type != GgmlType::F32 && t.type != GgmlType::F16 && t.type != GgmlType::BF16)
+      fail(fmt::format("tensor '{}': norm weights must be f32, f16 or bf16, found {}", name,
+                       traits(t.type).name));
+    std::vector<float> out(cfg.dim);
+    kernels::dequantize_row(t.type, t.data, out.data(), cfg.dim);
+    bytes += t.nbytes;
+    return out;
+  }
+};
+
+}  // namespace
+
+std::vector<Mat*> LlamaWeights::matrices() {
+  std::vector<Mat*> out{&tok_embd};
+  for (auto& l : layers)
+    for (Mat* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) out.push_back(m);
+  if (!tied_output) out.push_back(&output);
+  return out;
+}
+
+LlamaWeights bind_weights(const gguf::File& f, const LlamaConfig& c) {
+  Binder b{f, c};
+  LlamaWeights w;
+  w.tok_embd = b.mat("token_embd.weight", c.dim, c.n_vocab, "embedding_length x vocab");
+  w.output_norm = b.norm("output_norm.weight", w.norm_bytes);
+  if (f.tensor("output.weight")) {
+    w.output = b.mat("output.weight", c.dim, c.n_vocab, "embedding_length x vocab");
+  } else {
+    w.output = w.tok_embd;
+    w.tied_output = true;
+  }
+  w.layers.resize(c.n_layers);
+  for (int i = 0; i < c.n_layers; ++i) {
+    auto n = [i](const char* s) { return fmt::format("blk.{}.{}.weight", i, s); };
+    auto& l = w.layers[i];
+    l.attn_norm = b.norm(n("attn_norm"), w.norm_bytes);
+    l.ffn_norm = b.norm(n("ffn_norm"), w.norm_bytes);
+    l.wq = b.mat(n("attn_q"), c.dim, c.dim, "embedding_length x embedding_length");
+    l.wk = b.mat(n("attn_k"), c.dim, c.kv_dim(), "embedding_length x head_count_kv*head_dim");
+    l.wv = b.mat(n("attn_v"), c.dim, c.kv_dim(), "embedding_length x head_count_kv*head_dim");
+    l.wo = b.mat(n("attn_output"), c.dim, c.dim, "embedding_length x embedding_length");
+    l.w_gate = b.mat(n("ffn_gate"), c.dim, c.ffn_dim, "embedding_length x feed_forward_length");
+    l.w_up = b.mat(n("ffn_up"), c.dim, c.ffn_dim, "embedding_length x feed_forward_length");
+    l.w_down = b.mat(n("ffn_down"), c.ffn_dim, c.dim, "feed_forward_length x embedding_length");
+  }
+  return w;
+}
+
+CopyResult copy_weights(const gguf::File& f, LlamaWeights& w, bool hugepages,
+                        runtime::NumaPolicy policy, const std::vector<int>& nodes_in,
+                        runtime::ThreadPool& pool) {
+  constexpr size_t kExtent = size_t{2} << 20, kAlign = 64;
+  auto up = [](size_t v, size_t a) { return (v + a - 1) / a * a; };
+  const int n_layers = static_cast<int>(w.layers.size());
+  // Groups: 0 = token_embd (+ output), 1..n_layers = layer i-1.
+  struct Item {
+    Mat* m;
+    int group;
+    size_t offset;
+  };
+  std::vector<Item> items;
+  items.push_back({&w.tok_embd, 0, 0});
+  if (!w.tied_output) items.push_back({&w.output, 0, 0});
+  for (int i = 0; i < n_layers; ++i) {
+    auto& l = w.layers[i];
+    for (Mat* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+      items.push_back({m, i + 1, 0});
+  }
+  std::vector<std::pair<size_t, size_t>> extent(n_layers + 1);  // [begin, end) per group
+  size_t off = 0;
+  int cur = -1;
+  for (auto& it : items) {
+    if (it.group != cur) {
+      if (cur >= 0) extent[cur].second = off;
+      off = up(off, kExtent);
+      extent[it.group].first = off;
+      cur = it.group;
+    }
+    off = up(off, kAlign);
+    it.offset = off;
+    off += it.m->bytes();
+  }
+  extent[cur].second = off;
+
+  CopyResult r;
+  r.memory = runtime::WeightMemory::allocate(off, hugepages);
+  r.note = r.memory.fallback_reason();
+  if (policy != runtime::NumaPolicy::none) {
+    std::vector<int> nodes = nodes_in;
+    if (nodes.empty())
+      nodes = policy == runtime::NumaPolicy::local ? runtime::nodes_of_cpus(pool.cpus())
+                                                   : runtime::memory_nodes();
+    for (int g = 0; g <= n_layers; ++g) {
+      std::vector<int> gn = nodes;
+      if (policy == runtime::NumaPolicy::split && g > 0)
+        gn = {nodes[static_cast<size_t>(g - 1) * nodes.size() / n_layers]};
+      std::string err;
+      if (!r.memory.bind(extent[g].first, extent[g].second - extent[g].first, policy, gn, err)) {
+        r.note += (r.note.empty() ? "" : "; ") + err + " (placement left to the kernel)";
+        break;
+      }
+    }
+  }
+  // Copy in 2 MiB pieces spread over the pool (parallel page faults + memcpy).
+  struct Piece {
+    const uint8_t* src;
+    uint8_t* dst;
+    size_t n;
+  };
+  std::vector<Piece> pieces;
+  for (auto& it : items) {
+    const uint8_t* src = it.m->data;
+    uint8_t* dst = r.memory.data() + it.offset;
+    for (size_t o = 0; o < it.m->bytes(); o += kExtent)
+      pieces.push_back({src + o, dst + o, std::min(kExtent, it.m->bytes() - o)});
+  }
+  const uint8_t* file_base = f.bytes().data();
+  int fd = ::open(f.path().c_str(), O_RDONLY | O_CLOEXEC);
+  pool.parallel_for(static_cast<int64_t>(pieces.size()), 1, [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) {
+      const Piece& p = pieces[i];
+      size_t done = 0;
+      if (fd >= 0) {
+        auto off = static_cast<off_t>(p.src - file_base);
+        while (done < p.n) {
+          ssize_t r = ::pread(fd, p.dst + done, p.n - done, off + static_cast<off_t>(done));
+          if (r <= 0) break;
+          done += static_cast<size_t>(r);
+        }
+      }
+      if (done < p.n) std::memcpy(p.dst + done, p.src + done, p.n - done);
+    }
+  });
+  if (fd >= 0) ::close(fd);
+  for (auto& it : items) it.m->data = r.memory.data() + it.offset;
+  if (w.tied_output) w.output.data = w.tok_embd.data;
+  return r;
+}
+
+}  // namespace epyctune::engine

@@ -1,0 +1,64 @@
+// The tensors of a llama model, found by llama.cpp's names and checked against
+// the shapes the metadata implies. Internal to the model library.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/gguf/ggml_types.hpp"
+#include "engine/model/llama_config.hpp"
+#include "engine/runtime/weight_memory.hpp"
+
+namespace epyctune::engine {
+namespace gguf {
+class File;
+}
+namespace runtime {
+class ThreadPool;
+}
+
+// A weight matrix of `rows` rows of `cols` elements (ggml ne1 x ne0).
+struct Mat {
+  std::string name;
+  GgmlType type = GgmlType::F32;
+  const uint8_t* data = nullptr;
+  size_t row_bytes = 0;
+  int64_t rows = 0, cols = 0;
+  size_t bytes() const { return row_bytes * static_cast<size_t>(rows); }
+};
+
+struct LayerWeights {
+  std::vector<float> attn_norm, ffn_norm;  // dequantized at load (tiny)
+  Mat wq, wk, wv, wo, w_gate, w_up, w_down;
+};
+
+struct LlamaWeights {
+  Mat tok_embd;
+  Mat output;  // == tok_embd (same data) when the head is tied
+  bool tied_output = false;
+  std::vector<float> output_norm;
+  std::vector<LayerWeights> layers;
+  uint64_t norm_bytes = 0;  // bytes of the norm tensors as stored in the file
+
+  // Every distinct matrix, for copying and byte counts.
+  std::vector<Mat*> matrices();
+};
+
+// Finds and validates every tensor; throws std::runtime_error naming the file,
+// the tensor, and expected vs found shape or type.
+LlamaWeights bind_weights(const gguf::File& f, const LlamaConfig& cfg);
+
+struct CopyResult {
+  runtime::WeightMemory memory;
+  std::string note;  // NUMA bind failures, hugetlb fallback
+};
+// Copies every matrix into one WeightMemory (each layer's tensors in their own
+// 2 MiB-aligned extent, mbind-placed per policy before the copy touches it) and
+// repoints the Mats at the copy. Data is pread() from f's file (no page faults
+// on the file mapping), or copied from the mapping when that fails.
+CopyResult copy_weights(const gguf::File& f, LlamaWeights& w, bool hugepages,
+                        runtime::NumaPolicy policy, const std::vector<int>& nodes,
+                        runtime::ThreadPool& pool);
+
+}  // namespace epyctune::engine

@@ -1,0 +1,93 @@
+// Synthetic llama-architecture GGUF models with seeded weights: the test and
+// benchmark models (no model files are ever committed).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "engine/gguf/ggml_types.hpp"
+
+namespace epyctune::engine {
+
+struct ModelShape {
+  std::string name = "custom";
+  int dim = 64;
+  int layers = 2;
+  int heads = 4;
+  int kv_heads = 4;
+  int ffn = 192;
+  int vocab = 512;
+  int ctx = 512;
+  float rope_base = 10000.0f;
+  float norm_eps = 1e-5f;
+  bool tied_output = false;  // no output.weight: the head reuses token_embd
+
+  int head_dim() const { return dim / heads; }
+  // Parameters (matrices + norms + embedding (+ output)).
+  uint64_t n_params() const;
+};
+
+// "tiny" (dim 64, 2 layers, 4 heads / 2 kv, ffn 192, vocab 512),
+// "1b" (llama-3.2-1B shape, vocab 32000, tied head),
+// "7b" (LLaMA-2-7B: dim 4096, 32 layers, 32 heads, ffn 11008, vocab 32000),
+// or "dim=..,layers=..,heads=..,kv_heads=..,ffn=..,vocab=..,ctx=.." (unset keys
+// take tiny's values; kv_heads defaults to heads). Throws std::invalid_argument
+// naming the bad key or inconsistency.
+ModelShape parse_shape(std::string_view spec);
+void validate_shape(const ModelShape& s);  // throws std::invalid_argument
+
+struct VocabSource {
+  // Empty: a synthetic vocabulary of shape.vocab tokens (tokenizer's
+  // write_synthetic_vocab, seeded). Otherwise copy the tokenizer of this GGUF
+  // (copy_vocab); shape.vocab must then equal its token count.
+  std::filesystem::path copy_from;
+};
+
+// Produces rows [row0, row0 + n_rows) of tensor `name` (ne0 floats per row)
+// into out. Must be deterministic and thread-safe (rows are filled in parallel).
+using TensorFiller = std::function<void(std::string_view name, int64_t ne0, int64_t row0,
+                                        int64_t n_rows, float* out)>;
+
+struct WriteOptions {
+  // Weight type: "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k", or
+  // "q4_k_m" (Q4_K, with Q6_K for output, ffn_down and attn_v as llama.cpp's
+  // Q4_K_M mix). A tensor whose rows do not divide the block falls back to
+  // q8_0 (rows of 32), else f16.
+  std::string quant = "q4_0";
+  uint64_t seed = 1;
+  VocabSource vocab;
+  std::string general_name;  // default "epyctune-synthetic-<shape>"
+  TensorFiller filler;       // default: seeded_filler(seed)
+  int threads = 0;           // quantisation threads; 0 = all allowed CPUs
+  std::function<void(std::string_view tensor, int index, int count)> progress;
+};
+
+// The default weights: seeded, approximately normal values (Irwin-Hall of 4
+// uniforms) with std 1/sqrt(ne0) for matrices (activations keep unit scale
+// through every layer), 3/sqrt(ne0) for the output head (logit std ~3),
+// std 1 for token_embd (3/sqrt(dim) when tied to the head), and 1 for norms.
+// Each row is seeded from (seed, tensor name, row): any thread count gives the
+// same file.
+TensorFiller seeded_filler(uint64_t seed, const ModelShape& shape);
+TensorFiller seeded_filler(uint64_t seed);  // for an untied shape
+
+// Writes a llama-architecture GGUF v3 file, streaming tensor by tensor (peak
+// memory ~ one quantised tensor + a chunk of f32 rows per thread).
+void write_model(const std::filesystem::path& path, const ModelShape& shape,
+                 const WriteOptions& opts);
+
+// The brief's short form: quant as a type, synthetic or copied vocabulary.
+void write_model(const std::filesystem::path& path, const ModelShape& shape, GgmlType quant,
+                 uint64_t seed, const VocabSource& vocab = {});
+
+// The tensor type used for `tensor_name` (ne0 = row length) under `quant` in a
+// model of n_layers layers (q4_k_m picks Q6_K layers as llama.cpp's use_more_bits;
+// n_layers 0 = all of them).
+GgmlType tensor_type_for(std::string_view quant, std::string_view tensor_name, int64_t ne0,
+                         int n_layers = 0);
+
+}  // namespace epyctune::engine

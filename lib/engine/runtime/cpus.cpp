@@ -1,0 +1,58 @@
+#include "engine/runtime/cpus.hpp"
+
+#include <sched.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "host/cpulist.hpp"
+
+namespace epyctune::engine::runtime {
+
+std::vector<int> allowed_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> out;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return {0};
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) out.push_back(c);
+  return out;
+}
+
+std::vector<int> parse_cpus(std::string_view spec) {
+  std::vector<int> cpus;
+  try {
+    cpus = host::parse_cpulist(spec);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("--cpus '") + std::string(spec) + "': " + e.what());
+  }
+  if (cpus.empty())
+    throw std::invalid_argument("--cpus '" + std::string(spec) + "': no CPU listed");
+  auto allowed = allowed_cpus();
+  for (int c : cpus) {
+    bool ok = false;
+    for (int a : allowed) ok = ok || a == c;
+    if (!ok)
+      throw std::invalid_argument(
+          "--cpus: CPU " + std::to_string(c) +
+          " is not available to this process (allowed: " + host::format_cpulist(allowed) + ")");
+  }
+  return cpus;
+}
+
+std::vector<int> first_cpus(int n) {
+  auto allowed = allowed_cpus();
+  if (n <= 0 || n >= static_cast<int>(allowed.size())) {
+    if (n > static_cast<int>(allowed.size())) {
+      // More threads than CPUs: oversubscribe round-robin (unpinned use only).
+      std::vector<int> out;
+      for (int i = 0; i < n; ++i) out.push_back(allowed[i % allowed.size()]);
+      return out;
+    }
+    return allowed;
+  }
+  allowed.resize(n);
+  return allowed;
+}
+
+}  // namespace epyctune::engine::runtime

@@ -1,0 +1,224 @@
+// matmul_rows against a double-precision reference, and bit-for-bit equality
+// of every available ISA with the scalar oracle (the determinism guarantee).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "engine/kernels/blocks.hpp"
+#include "engine/kernels/kernels.hpp"
+
+using namespace epyctune::engine;
+using namespace epyctune::engine::kernels;
+using namespace epyctune::engine::kernels::detail;
+
+namespace {
+
+const GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0,
+                           GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K};
+
+struct Weights {
+  GgmlType t;
+  int64_t rows, k;
+  size_t row_bytes;
+  std::vector<uint8_t> data;
+  std::vector<float> deq;  // dequantized, rows x k
+};
+
+Weights make_weights(GgmlType t, int64_t rows, int64_t k, uint32_t seed) {
+  Geometry g{};
+  REQUIRE(geometry(t, g));
+  Weights w{t, rows, k, static_cast<size_t>(k / g.block_elems) * g.block_bytes, {}, {}};
+  w.data.resize(w.row_bytes * static_cast<size_t>(rows));
+  w.deq.resize(static_cast<size_t>(rows * k));
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> src(static_cast<size_t>(k));
+  for (int64_t r = 0; r < rows; ++r) {
+    const float row_scale = 0.05f * static_cast<float>(1 + r % 5);
+    for (auto& v : src) v = dist(rng) * row_scale;
+    quantize_row(t, src.data(), w.data.data() + r * w.row_bytes, k);
+    dequantize_row(t, w.data.data() + r * w.row_bytes, w.deq.data() + r * k, k);
+  }
+  return w;
+}
+
+std::vector<float> make_x(int n_tokens, int64_t k, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n_tokens * k));
+  for (auto& v : x) v = dist(rng);
+  // One token row with a large outlier, one all-zero block.
+  if (n_tokens > 1) x[static_cast<size_t>(k) + 3] = 40.0f;
+  for (int i = 0; i < 32 && i < k; ++i) x[i] = 0.0f;
+  return x;
+}
+
+// The activation values the kernels really multiply (dequantized from Acts),
+// and each one's quantization step d (0 for float activations).
+std::vector<double> act_values(const Acts& a, int t, std::vector<double>& step) {
+  std::vector<double> v(static_cast<size_t>(a.k));
+  step.assign(static_cast<size_t>(a.k), 0.0);
+  const uint8_t* row = a.row(t);
+  if (a.vec_type == GgmlType::Q8_0) {
+    for (int64_t i = 0; i < a.k; ++i) {
+      const int64_t b = i / 32;
+      const int L = static_cast<int>(b % 16), e = static_cast<int>(i % 32);
+      const uint8_t* rec = row + (b / 16) * kQ8GroupBytes;
+      const auto* q = reinterpret_cast<const int8_t*>(rec);
+      const auto* d = reinterpret_cast<const float*>(rec + kQ8GroupD);
+      v[i] = double(q[q8_group_pos(L, e)]) * d[L];
+      step[i] = d[L];
+    }
+  } else if (a.weight_type == GgmlType::Q4_K) {
+    for (int64_t i = 0; i < a.k; ++i) {
+      const int64_t b = i / 256;
+      const int L = static_cast<int>(8 * (b % 2) + (i % 256) / 32), e = static_cast<int>(i % 32);
+      const uint8_t* rec = row + (b / 2) * kQ4KPairBytes;
+      const auto* q = reinterpret_cast<const int8_t*>(rec);
+      const auto* d = reinterpret_cast<const float*>(rec + kQ4KPairD);
+      v[i] = double(q[q4k_pair_pos(L, e)]) * d[L];
+      step[i] = d[L];
+    }
+  } else if (a.vec_type == GgmlType::Q8_K) {
+    for (int64_t i = 0; i < a.k; ++i) {
+      const uint8_t* rec = row + (i / 256) * kKBlockBytes;
+      const auto* q = reinterpret_cast<const int16_t*>(rec);
+      const float d = *reinterpret_cast<const float*>(rec + kKBlockD);
+      v[i] = double(q[i % 256]) * d;
+      step[i] = d;
+    }
+  } else {
+    const auto* x = reinterpret_cast<const float*>(row);
+    for (int64_t i = 0; i < a.k; ++i) v[i] = x[i];
+  }
+  return v;
+}
+
+std::vector<float> run(const Weights& w, const Acts& acts, int64_t ldy) {
+  std::vector<float> y(static_cast<size_t>(ldy * acts.n_tokens), -777.0f);
+  // Two disjoint row ranges, as two threads would call it.
+  const int64_t mid = w.rows / 2;
+  matmul_rows(w.t, w.data.data(), w.row_bytes, acts, y.data(), ldy, 0, mid);
+  matmul_rows(w.t, w.data.data(), w.row_bytes, acts, y.data(), ldy, mid, w.rows);
+  return y;
+}
+
+std::vector<int64_t> ks_for(GgmlType t) {
+  if (t == GgmlType::Q4_K || t == GgmlType::Q6_K) return {256, 512, 768, 1280};
+  if (t == GgmlType::Q4_0 || t == GgmlType::Q8_0) return {32, 64, 96, 544, 1056};
+  return {32, 48, 96, 100, 288};
+}
+
+}  // namespace
+
+TEST_CASE("matmul_rows matches a double-precision reference") {
+  const Isa saved = active_isa();
+  set_isa(Isa::scalar);
+  for (GgmlType t : kTypes) {
+    for (int64_t k : ks_for(t)) {
+      const int64_t rows = 7;
+      const int n_tokens = 3;
+      CAPTURE(static_cast<int>(t));
+      CAPTURE(k);
+      const Weights w = make_weights(t, rows, k, 11 + static_cast<uint32_t>(k));
+      const auto x = make_x(n_tokens, k, 5);
+      Acts acts;
+      prepare_acts(t, x.data(), n_tokens, k, acts);
+      const auto y = run(w, acts, rows);
+      for (int tok = 0; tok < n_tokens; ++tok) {
+        std::vector<double> step;
+        const auto a = act_values(acts, tok, step);
+        for (int64_t r = 0; r < rows; ++r) {
+          double ref = 0, mag = 0, ref_x = 0, bound_x = 0;
+          for (int64_t i = 0; i < k; ++i) {
+            ref += w.deq[r * k + i] * a[i];
+            mag += std::fabs(w.deq[r * k + i] * a[i]);
+            ref_x += w.deq[r * k + i] * double(x[tok * k + i]);
+            // Rounding to nearest: each activation is off by at most d/2.
+            bound_x += std::fabs(w.deq[r * k + i]) * (0.5 * step[i] * 1.001);
+          }
+          const float got = y[tok * rows + r];
+          // Against the quantized activations: only float rounding differs.
+          REQUIRE(std::fabs(got - ref) <= 1e-5 * mag + 1e-30);
+          // Against the original activations: activation quantization error.
+          REQUIRE(std::fabs(got - ref_x) <= bound_x + 1e-5 * mag + 1e-30);
+        }
+      }
+    }
+  }
+  set_isa(saved);
+}
+
+TEST_CASE("every ISA gives bit-identical results to the scalar oracle") {
+  const Isa saved = active_isa();
+  std::vector<Isa> isas;
+  for (int i = 1; i <= static_cast<int>(best_isa()); ++i) isas.push_back(static_cast<Isa>(i));
+  MESSAGE("best ISA on this CPU: " << std::string(isa_name(best_isa())));
+  for (GgmlType t : kTypes) {
+    for (int64_t k : ks_for(t)) {
+      for (int64_t rows : {1, 3, 17}) {
+        CAPTURE(static_cast<int>(t));
+        CAPTURE(k);
+        CAPTURE(rows);
+        const Weights w = make_weights(t, rows, k, 3 + static_cast<uint32_t>(rows * k));
+        for (int n_tokens : {1, 2, 3, 4, 5, 7, 8, 9, 12, 16, 17, 31, 33}) {
+          if (rows == 17 && n_tokens > 9 && n_tokens != 33) continue;  // keep ASan runs short
+          CAPTURE(n_tokens);
+          const auto x = make_x(n_tokens, k, 9 + static_cast<uint32_t>(n_tokens));
+          const int64_t ldy = rows + 5;
+          set_isa(Isa::scalar);
+          Acts acts;
+          prepare_acts(t, x.data(), n_tokens, k, acts);
+          const auto ref = run(w, acts, ldy);
+          for (Isa isa : isas) {
+            const std::string isa_str = isa_name(isa);
+            CAPTURE(isa_str);
+            set_isa(isa);
+            Acts acts_isa;
+            prepare_acts(t, x.data(), n_tokens, k, acts_isa);
+            REQUIRE(acts_isa.row_bytes == acts.row_bytes);
+            REQUIRE(std::memcmp(acts_isa.data.data(), acts.data.data(),
+                                acts.row_bytes * static_cast<size_t>(n_tokens)) == 0);
+            const auto got = run(w, acts_isa, ldy);
+            REQUIRE(std::memcmp(got.data(), ref.data(), got.size() * sizeof(float)) == 0);
+          }
+        }
+      }
+    }
+  }
+  set_isa(saved);
+}
+
+TEST_CASE("batched tokens equal single-token passes bit for bit") {
+  for (GgmlType t : kTypes) {
+    const int64_t k = ks_for(t).back();
+    const Weights w = make_weights(t, 5, k, 77);
+    const auto x = make_x(8, k, 13);
+    Acts all;
+    prepare_acts(t, x.data(), 8, k, all);
+    const auto y = run(w, all, 5);
+    for (int tok = 0; tok < 8; ++tok) {
+      Acts one;
+      prepare_acts(t, x.data() + tok * k, 1, k, one);
+      const auto y1 = run(w, one, 5);
+      REQUIRE(std::memcmp(y1.data(), y.data() + tok * 5, 5 * sizeof(float)) == 0);
+    }
+  }
+}
+
+TEST_CASE("matmul_rows rejects activations prepared for another type") {
+  const Weights w = make_weights(GgmlType::Q4_0, 2, 64, 1);
+  std::vector<float> x(64, 1.0f);
+  Acts acts;
+  prepare_acts(GgmlType::Q8_0, x.data(), 1, 64, acts);
+  std::vector<float> y(2);
+  CHECK_THROWS_AS(matmul_rows(GgmlType::Q4_0, w.data.data(), w.row_bytes, acts, y.data(), 2, 0, 2),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(prepare_acts(GgmlType::Q4_K, x.data(), 1, 64, acts), std::invalid_argument);
+  CHECK_THROWS(set_isa(static_cast<Isa>(static_cast<int>(best_isa()) + 1)));
+}

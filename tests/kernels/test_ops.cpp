@@ -1,0 +1,94 @@
+// Float ops against straightforward double-precision formulas.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "engine/kernels/kernels.hpp"
+
+using namespace epyctune::engine::kernels;
+
+namespace {
+std::vector<float> randv(int n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-2.0f, 2.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+}  // namespace
+
+TEST_CASE("rmsnorm, dot, axpy, add, silu_mul") {
+  for (int n : {1, 15, 16, 17, 100, 4096}) {
+    CAPTURE(n);
+    const auto x = randv(n, 1), w = randv(n, 2);
+    std::vector<float> out(static_cast<size_t>(n));
+    rmsnorm(out.data(), x.data(), w.data(), n, 1e-5f);
+    double ss = 0;
+    for (float v : x) ss += double(v) * v;
+    const double scale = 1.0 / std::sqrt(ss / n + 1e-5);
+    for (int i = 0; i < n; ++i)
+      REQUIRE(out[i] == doctest::Approx(x[i] * scale * w[i]).epsilon(1e-5));
+
+    double dot = 0, mag = 0;
+    for (int i = 0; i < n; ++i) {
+      dot += double(x[i]) * w[i];
+      mag += std::fabs(double(x[i]) * w[i]);
+    }
+    CHECK(std::fabs(dot_f32(x.data(), w.data(), n) - dot) <= 1e-6 * mag);
+
+    std::vector<float> y = w;
+    axpy(y.data(), 0.5f, x.data(), n);
+    for (int i = 0; i < n; ++i) REQUIRE(y[i] == w[i] + 0.5f * x[i]);
+    y = w;
+    add(y.data(), x.data(), n);
+    for (int i = 0; i < n; ++i) REQUIRE(y[i] == w[i] + x[i]);
+    y = x;
+    silu_mul(y.data(), w.data(), n);
+    for (int i = 0; i < n; ++i) {
+      REQUIRE(y[i] == doctest::Approx(x[i] / (1.0 + std::exp(-double(x[i]))) * w[i]).epsilon(1e-5));
+    }
+  }
+}
+
+TEST_CASE("softmax sums to one and keeps order") {
+  for (int n : {1, 7, 16, 33, 1000}) {
+    auto x = randv(n, 3);
+    for (auto& v : x) v *= 10;
+    const auto orig = x;
+    softmax(x.data(), n);
+    double s = 0;
+    for (float v : x) s += v;
+    CHECK(s == doctest::Approx(1.0).epsilon(1e-5));
+    for (int i = 1; i < n; ++i) REQUIRE((orig[i] > orig[0]) == (x[i] > x[0]));
+  }
+  std::vector<float> big = {1000.0f, 1000.0f};
+  softmax(big.data(), 2);
+  CHECK(big[0] == 0.5f);
+}
+
+TEST_CASE("rope rotates pairs by pos * base^(-2i/n_rot)") {
+  const int hd = 8;
+  for (bool neox : {false, true}) {
+    auto h = randv(hd, 4);
+    const auto orig = h;
+    rope(h.data(), hd, hd, 0, 10000.0f, 1.0f, neox);
+    for (int i = 0; i < hd; ++i) CHECK(h[i] == orig[i]);  // position 0 is the identity
+    rope(h.data(), hd, hd, 3, 10000.0f, 1.0f, neox);
+    for (int i = 0; i < hd / 2; ++i) {
+      const int i0 = neox ? i : 2 * i, i1 = neox ? i + hd / 2 : 2 * i + 1;
+      const double th = 3.0 * std::pow(10000.0, -2.0 * i / hd);
+      CHECK(h[i0] ==
+            doctest::Approx(orig[i0] * std::cos(th) - orig[i1] * std::sin(th)).epsilon(1e-5));
+      CHECK(h[i1] ==
+            doctest::Approx(orig[i0] * std::sin(th) + orig[i1] * std::cos(th)).epsilon(1e-5));
+    }
+  }
+  // Partial rotation leaves dimensions past n_rot alone.
+  auto h = randv(hd, 5);
+  const auto orig = h;
+  rope(h.data(), hd, 4, 5, 10000.0f, 1.0f, false);
+  for (int i = 4; i < hd; ++i) CHECK(h[i] == orig[i]);
+  CHECK(h[0] != orig[0]);
+}

@@ -1,0 +1,205 @@
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "model_fixture.hpp"
+
+using namespace epyctune::engine;
+using namespace epyctune::testing;
+
+namespace {
+
+// Small enough for ASan, large enough that every code path runs: GQA (4 heads,
+// 2 KV heads), 2 layers, rows that are whole Q4_K blocks.
+const char* kKShape = "dim=256,layers=2,heads=4,kv_heads=2,ffn=512,vocab=300,ctx=64";
+
+std::vector<int32_t> prompt(int n, int vocab) {
+  std::vector<int32_t> t;
+  for (int i = 0; i < n; ++i) t.push_back((i * 37 + 11) % vocab);
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("a tiny generated model loads with the metadata it was written with") {
+  TempDir dir;
+  auto pool = runtime::ThreadPool::unpinned(1);
+  auto m = LlamaModel::load(make_model(dir, "tiny", "q8_0"), pool);
+  const auto& c = m->config();
+  CHECK(c.dim == 64);
+  CHECK(c.n_layers == 2);
+  CHECK(c.n_heads == 4);
+  CHECK(c.n_kv_heads == 2);
+  CHECK(c.head_dim == 16);
+  CHECK(c.n_vocab == 512);
+  CHECK(m->n_ctx() == 512);
+  CHECK(m->pos() == 0);
+  CHECK(m->weight_type() == GgmlType::Q8_0);
+  CHECK(m->weight_bytes_per_pass(1) < m->weight_bytes_per_pass(8));
+  std::vector<float> logits(c.n_vocab);
+  int32_t tok = 5;
+  m->forward({&tok, 1}, logits.data());
+  CHECK(m->pos() == 1);
+  float lo = logits[0], hi = logits[0];
+  for (float v : logits) {
+    REQUIRE(std::isfinite(v));
+    lo = std::min(lo, v), hi = std::max(hi, v);
+  }
+  CHECK(hi - lo > 1.0f);  // not a flat distribution
+}
+
+TEST_CASE("a batch of K tokens gives bit-identical logits to K single-token passes") {
+  TempDir dir;
+  struct Case {
+    const char* shape;
+    const char* quant;
+    GgmlType kv;
+  };
+  for (Case cs : {Case{"tiny", "q4_0", GgmlType::F16}, Case{"tiny", "q8_0", GgmlType::F32},
+                  Case{"tiny", "f16", GgmlType::F16}, Case{kKShape, "q4_k_m", GgmlType::F16},
+                  Case{kKShape, "q4_k", GgmlType::F32}}) {
+    CAPTURE(cs.shape);
+    CAPTURE(cs.quant);
+    auto pool = runtime::ThreadPool::unpinned(2);
+    ModelOptions o;
+    o.kv_type = cs.kv;
+    auto path = make_model(dir, cs.shape, cs.quant);
+    auto batched = LlamaModel::load(path, pool, o);
+    auto single = LlamaModel::load(path, pool, o);
+    const int V = batched->n_vocab();
+    // A prefix first, so the batch attends to cached positions too.
+    auto pre = prompt(5, V);
+    std::vector<float> tmp(size_t(V) * 5);
+    batched->forward(pre, tmp.data());
+    single->forward(pre, tmp.data());
+    for (int K : {1, 3, 8, 17}) {
+      auto toks = prompt(K, V);
+      for (auto& t : toks) t = (t * 7 + K) % V;
+      std::vector<float> lb(size_t(V) * K), ls(size_t(V) * K);
+      batched->forward(toks, lb.data());
+      for (int i = 0; i < K; ++i) single->forward({&toks[i], 1}, ls.data() + size_t(i) * V);
+      CAPTURE(K);
+      CHECK(batched->pos() == single->pos());
+      CHECK(bit_equal(lb.data(), ls.data(), lb.size()));
+    }
+  }
+}
+
+TEST_CASE("truncate then re-forward reproduces the logits (speculative rollback)") {
+  TempDir dir;
+  auto pool = runtime::ThreadPool::unpinned(2);
+  auto m = LlamaModel::load(make_model(dir, "tiny", "q4_0"), pool);
+  const int V = m->n_vocab();
+  auto toks = prompt(12, V);
+  std::vector<float> first(size_t(V) * 12), again(size_t(V) * 4), other(size_t(V) * 4);
+  m->forward(toks, first.data());
+  // Roll back 4 positions, feed different tokens, roll back again, feed the originals.
+  m->truncate(8);
+  CHECK(m->pos() == 8);
+  std::vector<int32_t> wrong{1, 2, 3, 4};
+  m->forward(wrong, other.data());
+  m->truncate(8);
+  m->forward(std::span<const int32_t>(toks).subspan(8), again.data());
+  CHECK(bit_equal(first.data() + size_t(8) * V, again.data(), again.size()));
+  CHECK_FALSE(bit_equal(other.data(), again.data(), again.size()));
+  m->truncate(100);  // past pos: no-op
+  CHECK(m->pos() == 12);
+  CHECK_THROWS_AS(m->truncate(-1), std::out_of_range);
+}
+
+TEST_CASE("greedy output and logits are identical with 1 and 2 threads") {
+  TempDir dir;
+  auto path = make_model(dir, kKShape, "q4_k_m");
+  auto run = [&](int threads, std::vector<float>& all_logits) {
+    auto pool = runtime::ThreadPool::unpinned(threads);
+    auto m = LlamaModel::load(path, pool);
+    const int V = m->n_vocab();
+    std::vector<int32_t> out;
+    std::vector<float> logits(V);
+    auto p = prompt(4, V);
+    m->forward_last(p, logits.data());
+    for (int i = 0; i < 24; ++i) {
+      all_logits.insert(all_logits.end(), logits.begin(), logits.end());
+      int32_t next = argmax(logits.data(), V);
+      out.push_back(next);
+      m->forward({&next, 1}, logits.data());
+    }
+    return out;
+  };
+  std::vector<float> l1, l2;
+  auto g1 = run(1, l1);
+  auto g2 = run(2, l2);
+  CHECK(g1 == g2);
+  REQUIRE(l1.size() == l2.size());
+  CHECK(bit_equal(l1.data(), l2.data(), l1.size()));
+  // Not degenerate: the random model does not emit one token over and over.
+  std::sort(g1.begin(), g1.end());
+  CHECK(std::unique(g1.begin(), g1.end()) - g1.begin() > 2);
+}
+
+TEST_CASE("forward_last equals the last row of forward; nullptr logits only fill the cache") {
+  TempDir dir;
+  auto pool = runtime::ThreadPool::unpinned(2);
+  auto path = make_model(dir, "tiny", "q4_0");
+  auto a = LlamaModel::load(path, pool);
+  auto b = LlamaModel::load(path, pool);
+  const int V = a->n_vocab();
+  auto toks = prompt(9, V);
+  std::vector<float> all(size_t(V) * 9), last(V);
+  a->forward(toks, all.data());
+  b->forward(std::span<const int32_t>(toks).first(4), nullptr);
+  b->forward_last(std::span<const int32_t>(toks).subspan(4), last.data());
+  CHECK(b->pos() == 9);
+  CHECK(bit_equal(all.data() + size_t(8) * V, last.data(), V));
+}
+
+TEST_CASE("weights copied into (huge)pages give the same logits as the file mapping") {
+  TempDir dir;
+  auto pool = runtime::ThreadPool::unpinned(2);
+  auto path = make_model(dir, "tiny", "q4_0");
+  auto mapped = LlamaModel::load(path, pool);
+  ModelOptions o;
+  o.hugepages = true;
+  auto copied = LlamaModel::load(path, pool, o);
+  CHECK(copied->load_report().pages != runtime::PageKind::file_mmap);
+  CHECK(mapped->load_report().pages == runtime::PageKind::file_mmap);
+  const int V = mapped->n_vocab();
+  auto toks = prompt(6, V);
+  std::vector<float> x(size_t(V) * 6), y(size_t(V) * 6);
+  mapped->forward(toks, x.data());
+  copied->forward(toks, y.data());
+  CHECK(bit_equal(x.data(), y.data(), x.size()));
+}
+
+TEST_CASE("a batch longer than max_batch is split and still matches") {
+  TempDir dir;
+  auto pool = runtime::ThreadPool::unpinned(2);
+  auto path = make_model(dir, "tiny", "q8_0");
+  ModelOptions small;
+  small.max_batch = 4;
+  auto a = LlamaModel::load(path, pool, small);
+  auto b = LlamaModel::load(path, pool);
+  const int V = a->n_vocab();
+  auto toks = prompt(11, V);
+  std::vector<float> x(size_t(V) * 11), y(size_t(V) * 11);
+  a->forward(toks, x.data());
+  b->forward(toks, y.data());
+  CHECK(bit_equal(x.data(), y.data(), x.size()));
+}
+
+TEST_CASE("context overflow and bad token ids are refused without touching the cache") {
+  TempDir dir;
+  auto pool = runtime::ThreadPool::unpinned(1);
+  ModelOptions o;
+  o.n_ctx = 4;
+  auto m = LlamaModel::load(make_model(dir, "tiny", "q8_0"), pool, o);
+  std::vector<float> logits(size_t(m->n_vocab()) * 5);
+  std::vector<int32_t> five{1, 2, 3, 4, 5};
+  CHECK_THROWS_WITH_AS(m->forward(five, logits.data()), doctest::Contains("context full"),
+                       std::out_of_range);
+  CHECK(m->pos() == 0);
+  int32_t bad = m->n_vocab();
+  CHECK_THROWS_WITH_AS(m->forward({&bad, 1}, logits.data()), doctest::Contains("vocabulary"),
+                       std::out_of_range);
+  CHECK(m->pos() == 0);
+}
