@@ -11,6 +11,10 @@
 #include "engine/gguf/ggml_types.hpp"
 
 namespace epyctune::engine::kernels::detail {
+// Internal linkage: this header is compiled into TUs with different ISA flags
+// (-mavx512f ...), and a baseline TU must never link to such a TU's copy of
+// an inline helper.
+namespace {
 
 constexpr int kQK4_0 = 32;
 constexpr int kQK8_0 = 32;
@@ -254,4 +258,5 @@ inline size_t acts_k_row_bytes(int64_t k) {
   return acts_row_stride(static_cast<size_t>(k / 256) * kKBlockBytes);
 }
 
+}  // namespace
 }  // namespace epyctune::engine::kernels::detail
