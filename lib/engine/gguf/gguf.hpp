@@ -38,11 +38,16 @@ enum class ValueType : uint32_t {
   F64 = 12,
 };
 
+// "u32", "string", ... for messages.
+std::string_view value_type_name(ValueType t);
+
 struct Value;
 struct Array {
   ValueType elem_type = ValueType::U8;
   std::vector<Value> items;  // strings/ints/floats of one type
 };
+// v holds uint64_t for U8/U16/U32/U64, int64_t for I8..I64, double for
+// F32/F64, bool, std::string, or the array; type keeps the on-disk width.
 struct Value {
   ValueType type = ValueType::U8;
   std::variant<uint64_t, int64_t, double, bool, std::string, std::shared_ptr<Array>> v;
@@ -62,6 +67,8 @@ struct TensorInfo {
 
 class File {
  public:
+  // mmaps and validates the whole file. std::runtime_error when it cannot be
+  // opened or mapped; FormatError (file, byte offset, field) when malformed.
   static std::unique_ptr<File> open(const std::filesystem::path& path);
   // Parses a buffer the caller keeps alive (fuzzing, tests).
   static std::unique_ptr<File> parse(std::span<const uint8_t> bytes, std::string name = "<memory>");
@@ -118,7 +125,9 @@ class Writer {
   void set_i32_array(std::string key, std::vector<int32_t> v);
   // Declare every tensor (name, type, dims; ne[0] first as ggml) before begin().
   void add_tensor(std::string name, GgmlType type, std::vector<int64_t> ne);
-  void begin(const std::filesystem::path& path);  // writes header + infos
+  // Writes header + infos to PATH.partial; finish() renames it to PATH, and a
+  // Writer destroyed before finish() removes it.
+  void begin(const std::filesystem::path& path);
   void write_tensor_data(std::string_view name,
                          std::span<const uint8_t> data);  // in declared order
   void finish();                                          // fsync + close

@@ -230,6 +230,7 @@ void File::parse_into(File& f, std::span<const uint8_t> bytes) {
 
   std::unordered_set<std::string_view> keys;
   f.kv_.reserve(static_cast<size_t>(n_kv));
+  size_t alignment_at = 0;
   for (uint64_t i = 0; i < n_kv; ++i) {
     const size_t at = c.pos();
     const std::string what = fmt::format("metadata key #{}", i);
@@ -243,6 +244,7 @@ void File::parse_into(File& f, std::span<const uint8_t> bytes) {
     if (!valid_value_type(t))
       c.fail(type_at, kwhat, fmt::format("value type {} is not a GGUF value type (0..12)", t));
     Value v = read_value(c, static_cast<ValueType>(t), kwhat, 0);
+    if (key == "general.alignment") alignment_at = at;
     f.kv_.emplace_back(std::move(key), std::move(v));
     // string_view into the vector's strings is unsafe across reallocation, so
     // the capacity was reserved above and never grows.
@@ -252,15 +254,11 @@ void File::parse_into(File& f, std::span<const uint8_t> bytes) {
   if (const Value* a = f.find("general.alignment")) {
     const auto* u = std::get_if<uint64_t>(&a->v);
     if (!u || a->type == ValueType::BOOL)
-      throw FormatError(
-          fmt::format("{}: metadata 'general.alignment': must be an unsigned "
-                      "integer (u32), found value type {}",
-                      name, static_cast<uint32_t>(a->type)));
+      c.fail(alignment_at, "metadata 'general.alignment'",
+             fmt::format("must be an unsigned integer (u32), found {}", value_type_name(a->type)));
     if (*u == 0 || (*u & (*u - 1)) != 0 || *u > (1u << 30))
-      throw FormatError(
-          fmt::format("{}: metadata 'general.alignment': {} is not a power of two "
-                      "between 1 and 2^30",
-                      name, *u));
+      c.fail(alignment_at, "metadata 'general.alignment'",
+             fmt::format("{} is not a power of two between 1 and 2^30", *u));
     f.alignment_ = static_cast<size_t>(*u);
   }
 
@@ -327,8 +325,9 @@ void File::parse_into(File& f, std::span<const uint8_t> bytes) {
     const std::string what = fmt::format("tensor '{}' (#{})", printable(ti.name), i);
     if (ti.offset >= bytes.size() || data_start + ti.offset >= bytes.size())
       c.fail(info_at[i], what,
-             fmt::format("data offset {} (byte {} of the file) is past end of file (size {})",
-                         ti.offset, data_start + ti.offset, bytes.size()));
+             fmt::format("data offset {} (data section starts at byte {}) is past end of file "
+                         "(size {})",
+                         ti.offset, data_start, bytes.size()));
     const uint64_t begin = data_start + ti.offset;
     if (ti.nbytes > bytes.size() - begin)
       c.fail(info_at[i], what,

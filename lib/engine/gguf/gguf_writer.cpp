@@ -21,6 +21,16 @@ uint64_t align_up(uint64_t x, uint64_t a) {
   return (x + a - 1) / a * a;
 }
 
+// Built step by step rather than as an aggregate: GCC's -Wmaybe-uninitialized
+// misfires on brace-initialised variants under -fsanitize=address.
+template <typename T>
+Value make_value(ValueType t, T&& x) {
+  Value v;
+  v.type = t;
+  v.v.emplace<std::decay_t<T>>(std::forward<T>(x));
+  return v;
+}
+
 }  // namespace
 
 struct Writer::Impl {
@@ -34,7 +44,8 @@ struct Writer::Impl {
   std::vector<std::pair<std::string, Value>> kv;
   std::vector<Decl> tensors;
   std::unordered_set<std::string> tensor_names;
-  std::string path;
+  std::string path;      // final name
+  std::string tmp_path;  // written here, renamed to path by finish()
   int fd = -1;
   uint64_t written = 0;  // bytes in the file so far
   size_t next = 0;       // index of the next tensor whose data is expected
@@ -174,7 +185,12 @@ struct Writer::Impl {
 Writer::Writer() : impl_(std::make_unique<Impl>()) {}
 
 Writer::~Writer() {
-  if (impl_ && impl_->fd >= 0) ::close(impl_->fd);
+  // Not finished (an exception, an early return): drop the partial file so a
+  // half-written model never sits where a good one is expected.
+  if (impl_ && impl_->fd >= 0) {
+    ::close(impl_->fd);
+    ::unlink(impl_->tmp_path.c_str());
+  }
 }
 
 void Writer::set(std::string key, Value v) {
@@ -188,46 +204,46 @@ void Writer::set(std::string key, Value v) {
 }
 
 void Writer::set_u32(std::string key, uint32_t v) {
-  set(std::move(key), Value{ValueType::U32, uint64_t{v}});
+  set(std::move(key), make_value(ValueType::U32, uint64_t{v}));
 }
 void Writer::set_u64(std::string key, uint64_t v) {
-  set(std::move(key), Value{ValueType::U64, v});
+  set(std::move(key), make_value(ValueType::U64, v));
 }
 void Writer::set_i32(std::string key, int32_t v) {
-  set(std::move(key), Value{ValueType::I32, int64_t{v}});
+  set(std::move(key), make_value(ValueType::I32, int64_t{v}));
 }
 void Writer::set_f32(std::string key, float v) {
-  set(std::move(key), Value{ValueType::F32, double{v}});
+  set(std::move(key), make_value(ValueType::F32, double{v}));
 }
 void Writer::set_bool(std::string key, bool v) {
-  set(std::move(key), Value{ValueType::BOOL, v});
+  set(std::move(key), make_value(ValueType::BOOL, v));
 }
 void Writer::set_string(std::string key, std::string v) {
-  set(std::move(key), Value{ValueType::STRING, std::move(v)});
+  set(std::move(key), make_value(ValueType::STRING, std::move(v)));
 }
 
 void Writer::set_string_array(std::string key, std::vector<std::string> v) {
   auto a = std::make_shared<Array>();
   a->elem_type = ValueType::STRING;
   a->items.reserve(v.size());
-  for (auto& s : v) a->items.push_back(Value{ValueType::STRING, std::move(s)});
-  set(std::move(key), Value{ValueType::ARRAY, std::move(a)});
+  for (auto& s : v) a->items.push_back(make_value(ValueType::STRING, std::move(s)));
+  set(std::move(key), make_value(ValueType::ARRAY, std::move(a)));
 }
 
 void Writer::set_f32_array(std::string key, std::vector<float> v) {
   auto a = std::make_shared<Array>();
   a->elem_type = ValueType::F32;
   a->items.reserve(v.size());
-  for (float f : v) a->items.push_back(Value{ValueType::F32, double{f}});
-  set(std::move(key), Value{ValueType::ARRAY, std::move(a)});
+  for (float f : v) a->items.push_back(make_value(ValueType::F32, double{f}));
+  set(std::move(key), make_value(ValueType::ARRAY, std::move(a)));
 }
 
 void Writer::set_i32_array(std::string key, std::vector<int32_t> v) {
   auto a = std::make_shared<Array>();
   a->elem_type = ValueType::I32;
   a->items.reserve(v.size());
-  for (int32_t i : v) a->items.push_back(Value{ValueType::I32, int64_t{i}});
-  set(std::move(key), Value{ValueType::ARRAY, std::move(a)});
+  for (int32_t i : v) a->items.push_back(make_value(ValueType::I32, int64_t{i}));
+  set(std::move(key), make_value(ValueType::ARRAY, std::move(a)));
 }
 
 void Writer::add_tensor(std::string name, GgmlType type, std::vector<int64_t> ne) {
@@ -272,9 +288,11 @@ void Writer::begin(const std::filesystem::path& path) {
     off = align_up(off + t.nbytes, m.alignment);
   }
   m.path = path.string();
-  m.fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  m.tmp_path = m.path + ".partial";
+  m.fd = ::open(m.tmp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (m.fd < 0)
-    throw std::runtime_error(fmt::format("{}: cannot create: {}", m.path, std::strerror(errno)));
+    throw std::runtime_error(
+        fmt::format("{}: cannot create: {}", m.tmp_path, std::strerror(errno)));
   m.put("GGUF", 4);
   m.put(uint32_t{3});
   m.put(static_cast<uint64_t>(m.tensors.size()));
@@ -329,6 +347,12 @@ void Writer::finish() {
     throw std::runtime_error(fmt::format("{}: close failed: {}", m.path, std::strerror(errno)));
   }
   m.fd = -1;
+  if (::rename(m.tmp_path.c_str(), m.path.c_str()) != 0) {
+    const int e = errno;
+    ::unlink(m.tmp_path.c_str());
+    throw std::runtime_error(
+        fmt::format("{}: cannot rename {} into place: {}", m.path, m.tmp_path, std::strerror(e)));
+  }
 }
 
 }  // namespace epyctune::engine::gguf

@@ -1,10 +1,8 @@
 // SentencePiece-style encoding as llama.cpp's SPM tokenizer does it: start
 // from UTF-8 characters, repeatedly merge the adjacent pair whose
 // concatenation is the highest-scoring vocabulary token (ties: leftmost), then
-// emit each symbol, re-splitting along its merge history when it is not a
-// token, and falling back to <0xXX> byte tokens.
+// emit each symbol, falling back to <0xXX> byte tokens.
 #include <queue>
-#include <unordered_map>
 
 #include "engine/tokenizer/tokenizer_impl.hpp"
 
@@ -41,6 +39,13 @@ class Session {
   explicit Session(const Tokenizer::Impl& v) : v_(v) {}
 
   void tokenize(std::string_view text, std::vector<int32_t>& out) {
+    symbols_.reserve(text.size());
+    {
+      std::vector<Bigram> storage;
+      storage.reserve(text.size());
+      queue_ = decltype(queue_)(BigramLess{}, std::move(storage));
+    }
+    out.reserve(out.size() + text.size() / 2);
     size_t offs = 0;
     int index = 0;
     while (offs < text.size()) {
@@ -80,34 +85,29 @@ class Session {
     const int32_t id = v_.find(text);
     if (id < 0) return;
     queue_.push({left, right, v_.scores[id], text.size()});
-    rev_merge_[text] = {left, right};
   }
 
-  void resegment(const Symbol& s, std::vector<int32_t>& out) {
+  // llama.cpp re-splits a non-token symbol along its merge history, but a
+  // merge only ever forms a vocabulary token, so a symbol that is not a token
+  // is a single character: it falls back to its bytes.
+  void resegment(const Symbol& s, std::vector<int32_t>& out) const {
     const std::string_view text(s.text, s.n);
     if (const int32_t id = v_.find(text); id >= 0) {
       out.push_back(id);
       return;
     }
-    const auto p = rev_merge_.find(text);
-    if (p == rev_merge_.end()) {
-      for (char c : text) {
-        const int32_t b = v_.byte_token[static_cast<uint8_t>(c)];
-        if (b >= 0)
-          out.push_back(b);
-        else if (v_.unk >= 0)
-          out.push_back(v_.unk);
-      }
-      return;
+    for (char c : text) {
+      const int32_t b = v_.byte_token[static_cast<uint8_t>(c)];
+      if (b >= 0)
+        out.push_back(b);
+      else if (v_.unk >= 0)
+        out.push_back(v_.unk);
     }
-    resegment(symbols_[p->second.first], out);
-    resegment(symbols_[p->second.second], out);
   }
 
   const Tokenizer::Impl& v_;
   std::vector<Symbol> symbols_;
   std::priority_queue<Bigram, std::vector<Bigram>, BigramLess> queue_;
-  std::unordered_map<std::string_view, std::pair<int, int>> rev_merge_;
 };
 
 }  // namespace

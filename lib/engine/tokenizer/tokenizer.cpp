@@ -221,9 +221,15 @@ std::string Tokenizer::token_to_piece(int32_t id) const {
     case TokenType::Control:
       return {};
     case TokenType::Byte: {
-      if (m.kind == Kind::Spm && t.size() == 6 && t.starts_with("<0x") && t[5] == '>')
-        return std::string(1, static_cast<char>(std::stoi(t.substr(3, 2), nullptr, 16)));
-      return t;
+      auto hex = [](char c) {
+        if (c >= '0' && c <= '9') return c - '0';
+        if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+        if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+        return -1;
+      };
+      if (t.size() == 6 && t.starts_with("<0x") && t[5] == '>' && hex(t[3]) >= 0 && hex(t[4]) >= 0)
+        return std::string(1, static_cast<char>(hex(t[3]) * 16 + hex(t[4])));
+      return t;  // a byte token not spelled <0xXX>: show its text
     }
     case TokenType::UserDefined:
       return m.kind == Kind::Spm ? replace_all(t, kSpace, " ") : t;

@@ -3,7 +3,13 @@
 //   "llama": SentencePiece-style; score-ordered bigram merges over UTF-8
 //            characters, spaces as U+2581, byte fallback <0xXX>.
 //   "gpt2":  byte-level BPE; merge ranks, GPT-2 byte-to-unicode mapping, and
-//            the pre-tokenizer named by tokenizer.ggml.pre (gpt2 or llama3 rules).
+//            the pre-tokenizer named by tokenizer.ggml.pre: "gpt2"/"gpt-2"/
+//            "default"/absent -> GPT-2's pattern; "llama3"/"llama-bpe"/
+//            "llama-v3"/"smaug-bpe" -> Llama 3's; anything else is refused.
+// Differences from llama.cpp, both deliberate: a missing or "default" pre is
+// GPT-2's own pattern (llama.cpp uses a legacy approximation there), and
+// malformed UTF-8 bytes are kept as bytes (llama.cpp turns them into U+FFFD),
+// so decode(encode(x)) == x for any bytes.
 #pragma once
 
 #include <cstdint>
@@ -49,6 +55,7 @@ class Tokenizer {
   int32_t bos() const;
   int32_t eos() const;
   int32_t unk() const;  // -1 when the vocabulary has none
+  int32_t pad() const;  // -1 when the vocabulary has none
   int n_vocab() const;
   bool is_eog(int32_t id) const;  // end of generation: eos, eot, and their kin
   Kind kind() const;

@@ -42,9 +42,16 @@ constexpr std::string_view kWords =
     "data model token text language computer memory speed fast test value code file "
     "ing ed er es ly tion ment ness able ous ive al ful less est ist ity ize";
 
-// Sub-word endings also appear without the word-start marker.
+// Sub-word pieces without the word-start marker: endings, then the most
+// frequent English letter bigrams and trigrams, so rarer words split into a
+// few pieces rather than single letters.
 constexpr std::string_view kSuffixes =
-    "ing ed er es ly tion ment ness able ous ive al ful less est s";
+    "ing ed er es ly tion ment ness able ous ive al ful less est s "
+    "th he in er an re on at en nd ti es or te of ed is it al ar st to nt ng se ha as ou io le "
+    "ve co me de hi ri ro ic ne ea ra ce li ch ll be ma si om ur ck wn mp zy og ow ui ar ir "
+    "the and ing ion tio ent ati for her ter hat tha ere ate his con res ver all ons nce men ith "
+    "ted ers pro thi wit are ess not ive was ect rea com eve per int est sta cti ica ist ear ain "
+    "one our iti rat ick own ump azy ore ble ght igh ome ous ure ity ard ong ack";
 
 constexpr std::string_view kChars =
     "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.,;:!?'\"()-[]{}/\\@#$%^&*+=<>_"
