@@ -6,9 +6,10 @@
 #   bench/engine_roofline.sh [BUILD_DIR] [MODEL_DIR] [OUT_DIR]
 #
 # Env: QUANTS (default "q4_0 q8_0 q4_k"), SHAPE (default 7b), BATCHES
-# (default 1,2,4,8,16), PASSES (-n, default 3), REPEAT (default 5),
+# (default 1,2,4,8,16), PASSES (-n, default 2), REPEAT (default 5),
 # CPUS (default: all allowed), BENCH_ARGS (extra bench options).
-# Each 7B model takes 4-7 GB of disk and as much page cache while benchmarked.
+# Each 7B model takes 4-7 GB of disk and as much page cache while benchmarked;
+# a 7B q4_k model takes ~45 min to quantise on 2 busy vCPUs (reference Q4_K).
 set -eu
 BUILD=${1:-build}
 MODELS=${2:-/tmp/epyctune-models}
@@ -27,7 +28,7 @@ for q in $QUANTS; do
   fi
   echo "== bench $m" >&2
   # shellcheck disable=SC2086
-  "$ENGINE" bench --model "$m" --batch "${BATCHES:-1,2,4,8,16}" -n "${PASSES:-3}" \
+  "$ENGINE" bench --model "$m" --batch "${BATCHES:-1,2,4,8,16}" -n "${PASSES:-2}" \
     --repeat "${REPEAT:-5}" $CPU_ARG ${BENCH_ARGS:-} --json > "$OUT/$SHAPE-$q.json"
   python3 - "$OUT/$SHAPE-$q.json" <<'PY'
 import json, sys

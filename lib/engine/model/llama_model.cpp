@@ -56,8 +56,8 @@ void prefault_weights(LlamaWeights& w, runtime::ThreadPool& pool) {
       // fault per 4 KiB page; older kernels answer EINVAL and we touch pages.
       auto addr = reinterpret_cast<uintptr_t>(pieces[i].p);
       auto page = addr & ~uintptr_t{4095};
-      if (madvise(reinterpret_cast<void*>(page), pieces[i].n + (addr - page),
-                  MADV_POPULATE_READ) == 0)
+      if (madvise(reinterpret_cast<void*>(page), pieces[i].n + (addr - page), MADV_POPULATE_READ) ==
+          0)
         continue;
 #endif
       for (size_t o = 0; o < pieces[i].n; o += 4096)
@@ -296,10 +296,12 @@ void LlamaModel::forward_chunk(std::span<const int32_t> tokens, float* logits, b
         const int t = static_cast<int>(item / c.n_kv_heads);
         const int g = static_cast<int>(item % c.n_kv_heads);
         const int n = pos_ + t + 1;  // causal: positions 0 .. pos_ + t
-        if (ts.keys.size() < size_t(n) * hd) {
-          ts.keys.resize(size_t(n_ctx_) * hd);
-          ts.vals.resize(size_t(n_ctx_) * hd);
-          ts.scores.resize(n_ctx_);
+        if (ts.scores.size() < size_t(n)) {
+          // Grow geometrically up to n_ctx: long contexts pay for what they use.
+          size_t cap = std::min<size_t>(n_ctx_, std::max<size_t>(n, ts.scores.size() * 2));
+          ts.keys.resize(cap * hd);
+          ts.vals.resize(cap * hd);
+          ts.scores.resize(cap);
         }
         s.kv->load_k(il, g, 0, n, ts.keys.data());
         s.kv->load_v(il, g, 0, n, ts.vals.data());
