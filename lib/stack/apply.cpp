@@ -1,10 +1,10 @@
 #include "stack/apply.hpp"
 
+#include <fmt/format.h>
+
 #include <cerrno>
 #include <cstring>
 #include <set>
-
-#include <fmt/format.h>
 
 #include "stack/journal.hpp"
 #include "stack/plan.hpp"
@@ -19,21 +19,36 @@ namespace {
 
 std::string errno_name(int e) {
   switch (e) {
-    case EACCES: return "EACCES";
-    case EPERM: return "EPERM";
-    case EIO: return "EIO";
-    case EINVAL: return "EINVAL";
-    case EBUSY: return "EBUSY";
-    case ENOENT: return "ENOENT";
-    case EISDIR: return "EISDIR";
-    case ENOTDIR: return "ENOTDIR";
-    case ENOSPC: return "ENOSPC";
-    case EROFS: return "EROFS";
-    case EEXIST: return "EEXIST";
-    case ENOTEMPTY: return "ENOTEMPTY";
-    case ENXIO: return "ENXIO";
-    case EAGAIN: return "EAGAIN";
-    default: return fmt::format("errno {}", e);
+    case EACCES:
+      return "EACCES";
+    case EPERM:
+      return "EPERM";
+    case EIO:
+      return "EIO";
+    case EINVAL:
+      return "EINVAL";
+    case EBUSY:
+      return "EBUSY";
+    case ENOENT:
+      return "ENOENT";
+    case EISDIR:
+      return "EISDIR";
+    case ENOTDIR:
+      return "ENOTDIR";
+    case ENOSPC:
+      return "ENOSPC";
+    case EROFS:
+      return "EROFS";
+    case EEXIST:
+      return "EEXIST";
+    case ENOTEMPTY:
+      return "ENOTEMPTY";
+    case ENXIO:
+      return "ENXIO";
+    case EAGAIN:
+      return "EAGAIN";
+    default:
+      return fmt::format("errno {}", e);
   }
 }
 
@@ -66,9 +81,10 @@ std::vector<std::string> roll_back(const host::Sysroot& sys, std::vector<Applied
       o.status = "rolled-back";
       o.after = read_location(sys, it->loc).display();
     } catch (const std::exception& e) {
-      problems.push_back(fmt::format("rollback of {}/{} failed: {} (its original is in the "
-                                     "journal: run `epyctune revert`)",
-                                     o.step, o.name, e.what()));
+      problems.push_back(
+          fmt::format("rollback of {}/{} failed: {} (its original is in the "
+                      "journal: run `epyctune revert`)",
+                      o.step, o.name, e.what()));
     }
   }
   return problems;
@@ -153,15 +169,20 @@ ApplyResult apply_knobs(const host::Sysroot& sys, const std::vector<Knob>& knobs
     }
     auto o = outcome_of(p);
     switch (p.status) {
-      case PlanStatus::Unchanged: o.status = "unchanged"; break;
+      case PlanStatus::Unchanged:
+        o.status = "unchanged";
+        break;
       case PlanStatus::Pending:
         o.status = "skipped";
         o.reboot_required = true;
         break;
       case PlanStatus::Unsupported:
       case PlanStatus::Manual:
-      case PlanStatus::Info: o.status = "skipped"; break;
-      case PlanStatus::Change: break;
+      case PlanStatus::Info:
+        o.status = "skipped";
+        break;
+      case PlanStatus::Change:
+        break;
     }
     if (p.status != PlanStatus::Change) {
       r.reboot_required |= o.reboot_required;
@@ -225,8 +246,9 @@ ApplyResult apply_knobs(const host::Sysroot& sys, const std::vector<Knob>& knobs
 }
 
 json to_json(const KnobOutcome& o) {
-  return json{{"step", o.step},     {"knob", o.name},     {"path", o.path},
-              {"status", o.status}, {"before", o.before}, {"after", o.after},
+  return json{{"step", o.step},     {"knob", o.name},
+              {"path", o.path},     {"status", o.status},
+              {"before", o.before}, {"after", o.after},
               {"reason", o.reason}, {"reboot_required", o.reboot_required}};
 }
 
@@ -238,9 +260,12 @@ json to_json(const ApplyResult& r) {
       steps.push_back(json{{"step", o.step}, {"knobs", json::array()}});
     steps.back()["knobs"].push_back(to_json(o));
   }
-  return json{{"changed", r.changed},         {"reboot_required", r.reboot_required},
-              {"rolled_back", r.rolled_back}, {"exit_code", r.exit_code},
-              {"error", r.error},             {"notes", r.notes},
+  return json{{"changed", r.changed},
+              {"reboot_required", r.reboot_required},
+              {"rolled_back", r.rolled_back},
+              {"exit_code", r.exit_code},
+              {"error", r.error},
+              {"notes", r.notes},
               {"steps", steps}};
 }
 

@@ -3,10 +3,9 @@
 // this run changed, unless keep_going. Exit codes are in kExit*.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "host/sysroot.hpp"
 #include "stack/knob.hpp"
@@ -14,15 +13,17 @@
 namespace epyctune::stack {
 
 // Process exit codes of `epyctune apply` / `revert` (documented in --help).
-inline constexpr int kExitOk = 0;          // done (changed or not)
-inline constexpr int kExitError = 1;       // bad input, profile/host mismatch, journal unreadable
-inline constexpr int kExitFailed = 2;      // a knob failed or read back wrong (rolled back unless --keep-going)
-inline constexpr int kExitLocked = 3;      // another epyctune holds the lock
-inline constexpr int kExitPrivilege = 4;   // missing root / capability, nothing written
+inline constexpr int kExitOk = 0;     // done (changed or not)
+inline constexpr int kExitError = 1;  // bad input, profile/host mismatch, journal unreadable
+inline constexpr int kExitFailed =
+    2;  // a knob failed or read back wrong (rolled back unless --keep-going)
+inline constexpr int kExitLocked = 3;     // another epyctune holds the lock
+inline constexpr int kExitPrivilege = 4;  // missing root / capability, nothing written
 
 struct KnobOutcome {
   std::string step, name, key, path;
-  std::string status;  // applied | unchanged | skipped | failed | mismatch | rolled-back | would-apply
+  std::string
+      status;  // applied | unchanged | skipped | failed | mismatch | rolled-back | would-apply
   std::string before, after, reason;
   bool reboot_required = false;
 };

@@ -2,9 +2,9 @@
 // a capacity bitmask per L3 domain (per CCX); the root group keeps what the
 // profile leaves to everything else. Tasks join a group when the engine
 // launches, so this step only shapes the groups.
-#include <bit>
-
 #include <fmt/format.h>
+
+#include <bit>
 
 #include "stack/steps.hpp"
 #include "stack/text_util.hpp"
@@ -42,8 +42,8 @@ std::string resolve_mask(const std::string& text, const std::string& field, cons
     return "";
   }
   if (std::popcount(m) < r.min_bits) {
-    reason = fmt::format("profile cat.{} = {:#x} has {} bits; info/L3/min_cbm_bits is {}", field,
-                         m, std::popcount(m), r.min_bits);
+    reason = fmt::format("profile cat.{} = {:#x} has {} bits; info/L3/min_cbm_bits is {}", field, m,
+                         std::popcount(m), r.min_bits);
     return "";
   }
   // AMD accepts sparse (non-contiguous) masks, so contiguity is not checked.
@@ -91,24 +91,28 @@ std::vector<Knob> cat_knobs(const StepContext& ctx) {
   CbmRules rules;
   try {
     rules.cbm_mask = parse_u64("0x" + sys.read_value(info + "/cbm_mask").value_or("0"));
-    rules.min_bits = static_cast<int>(parse_u64(sys.read_value(info + "/min_cbm_bits").value_or("1")));
-    rules.closids = static_cast<int>(parse_u64(sys.read_value(info + "/num_closids").value_or("0")));
+    rules.min_bits =
+        static_cast<int>(parse_u64(sys.read_value(info + "/min_cbm_bits").value_or("1")));
+    rules.closids =
+        static_cast<int>(parse_u64(sys.read_value(info + "/num_closids").value_or("0")));
   } catch (const std::exception& e) {
     knobs.push_back(unsupported_knob(kStep, "L3 CAT", info,
                                      fmt::format("cannot parse {}: {}", info, e.what())));
     return knobs;
   }
   if (rules.closids < 3) {
-    knobs.push_back(unsupported_knob(
-        kStep, "L3 CAT", info + "/num_closids",
-        fmt::format("num_closids is {}: need 3 (root, {}, {})", rules.closids, cat.draft_group,
-                    cat.verify_group)));
+    knobs.push_back(
+        unsupported_knob(kStep, "L3 CAT", info + "/num_closids",
+                         fmt::format("num_closids is {}: need 3 (root, {}, {})", rules.closids,
+                                     cat.draft_group, cat.verify_group)));
     return knobs;
   }
   std::string reason;
   std::string draft = resolve_mask(cat.draft_cbm, "draft_cbm", rules, reason);
-  std::string verify = reason.empty() ? resolve_mask(cat.verify_cbm, "verify_cbm", rules, reason) : "";
-  std::string root = reason.empty() ? resolve_mask(cat.default_cbm, "default_cbm", rules, reason) : "";
+  std::string verify =
+      reason.empty() ? resolve_mask(cat.verify_cbm, "verify_cbm", rules, reason) : "";
+  std::string root =
+      reason.empty() ? resolve_mask(cat.default_cbm, "default_cbm", rules, reason) : "";
   if (!reason.empty()) {
     knobs.push_back(unsupported_knob(kStep, "L3 CAT masks", info + "/cbm_mask", reason));
     return knobs;
@@ -139,7 +143,8 @@ std::vector<Knob> cat_knobs(const StepContext& ctx) {
   std::vector<int> inference = ctx.part.draft_l3;
   inference.insert(inference.end(), ctx.part.verify_l3.begin(), ctx.part.verify_l3.end());
   for (int l3 : inference)
-    knobs.push_back(schemata_knob("root group", std::string(kRoot) + "/schemata", cache_id(l3), root));
+    knobs.push_back(
+        schemata_knob("root group", std::string(kRoot) + "/schemata", cache_id(l3), root));
   return knobs;
 }
 

@@ -1,10 +1,10 @@
 #include "stack/checklist.hpp"
 
-#include <algorithm>
-#include <stdexcept>
-
 #include <fmt/format.h>
+
+#include <algorithm>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 namespace epyctune::stack {
 
@@ -22,11 +22,21 @@ std::string xml_escape(const std::string& s) {
   std::string o;
   for (char c : s) {
     switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      case '\'': o += "&apos;"; break;
+      case '&':
+        o += "&amp;";
+        break;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      case '\'':
+        o += "&apos;";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t')
           o += ' ';
@@ -74,18 +84,24 @@ Checklist make_checklist(const std::vector<KnobPlan>& plans, const std::string& 
     l.actual = p.current.display();
     l.reason = p.reason;
     switch (p.status) {
-      case PlanStatus::Unchanged: l.result = "pass"; break;
+      case PlanStatus::Unchanged:
+        l.result = "pass";
+        break;
       case PlanStatus::Change:
         l.result = "fail";
         if (l.reason.empty()) l.reason = "differs: run `epyctune apply`";
         break;
-      case PlanStatus::Manual: l.result = "fail"; break;
+      case PlanStatus::Manual:
+        l.result = "fail";
+        break;
       case PlanStatus::Unsupported:
         l.result = ignore_missing ? "skip" : "fail";
         l.reason = "unsupported: " + l.reason;
         break;
       case PlanStatus::Pending:
-      case PlanStatus::Info: l.result = "skip"; break;
+      case PlanStatus::Info:
+        l.result = "skip";
+        break;
     }
     (l.result == "pass" ? c.passed : l.result == "fail" ? c.failed : c.skipped)++;
     c.lines.push_back(std::move(l));
@@ -117,9 +133,9 @@ std::string render_checklist(const Checklist& c, ChecklistFormat f) {
                          "EXPECTED", w_exp, "ACTUAL");
       for (const auto& l : c.lines) {
         std::string mark = l.result == "pass" ? "[ok]" : l.result == "fail" ? "[FAIL]" : "[skip]";
-        out += fmt::format("{:<6}{:<{}}  {:<{}}  {:<{}}  {}", mark, l.step, w_step,
-                           one_line(l.name), w_name, one_line(l.expected, 40), w_exp,
-                           one_line(l.actual, 40));
+        out +=
+            fmt::format("{:<6}{:<{}}  {:<{}}  {:<{}}  {}", mark, l.step, w_step, one_line(l.name),
+                        w_name, one_line(l.expected, 40), w_exp, one_line(l.actual, 40));
         if (!l.reason.empty()) out += "  -- " + one_line(l.reason, 160);
         out += "\n";
       }
@@ -146,9 +162,9 @@ std::string render_checklist(const Checklist& c, ChecklistFormat f) {
       out += "| result | step | knob | expected | actual | reason |\n";
       out += "|---|---|---|---|---|---|\n";
       for (const auto& l : c.lines)
-        out += fmt::format("| {} | {} | {} | {} | {} | {} |\n", l.result, md_cell(l.step),
-                           md_cell(l.name), md_cell(l.expected), md_cell(l.actual),
-                           md_cell(l.reason));
+        out +=
+            fmt::format("| {} | {} | {} | {} | {} | {} |\n", l.result, md_cell(l.step),
+                        md_cell(l.name), md_cell(l.expected), md_cell(l.actual), md_cell(l.reason));
       out += fmt::format("\n**{}**: {} passed, {} failed, {} skipped\n",
                          c.ok() ? "verified" : "not verified", c.passed, c.failed, c.skipped);
       return out;
@@ -174,12 +190,15 @@ std::string render_checklist(const Checklist& c, ChecklistFormat f) {
       return out;
     }
     case ChecklistFormat::Prometheus: {
-      out += "# HELP epyctune_check Result of one epyctune verify check (1 pass, 0 fail, -1 skip)\n";
+      out +=
+          "# HELP epyctune_check Result of one epyctune verify check (1 pass, 0 fail, -1 skip)\n";
       out += "# TYPE epyctune_check gauge\n";
       for (const auto& l : c.lines)
         out += fmt::format("epyctune_check{{profile=\"{}\",step=\"{}\",knob=\"{}\"}} {}\n",
                            label_escape(c.profile), label_escape(l.step), label_escape(l.name),
-                           l.result == "pass" ? 1 : l.result == "fail" ? 0 : -1);
+                           l.result == "pass"   ? 1
+                           : l.result == "fail" ? 0
+                                                : -1);
       out += "# HELP epyctune_verified 1 when no check failed\n# TYPE epyctune_verified gauge\n";
       out += fmt::format("epyctune_verified{{profile=\"{}\"}} {}\n", label_escape(c.profile),
                          c.ok() ? 1 : 0);

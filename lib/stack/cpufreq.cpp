@@ -14,7 +14,9 @@ namespace {
 
 constexpr const char* kStep = "cpufreq";
 
-std::string cpufreq_dir(int cpu) { return fmt::format("/sys/devices/system/cpu/cpu{}/cpufreq", cpu); }
+std::string cpufreq_dir(int cpu) {
+  return fmt::format("/sys/devices/system/cpu/cpu{}/cpufreq", cpu);
+}
 
 enum class Mode { Acpi, PstateActive, PstatePassive, Other };
 
@@ -46,7 +48,8 @@ void add_cpu(const StepContext& ctx, std::vector<Knob>& knobs, int cpu, Mode mod
   } catch (const std::exception&) {
     knobs.push_back(unsupported_knob(kStep, who, dir,
                                      fmt::format("{} has no readable cpuinfo_min/max_freq and "
-                                                 "scaling_max_freq", dir)));
+                                                 "scaling_max_freq",
+                                                 dir)));
     return;
   }
   uint64_t target = 0;
@@ -60,14 +63,15 @@ void add_cpu(const StepContext& ctx, std::vector<Knob>& knobs, int cpu, Mode mod
     } catch (const std::exception&) {
       knobs.push_back(unsupported_knob(kStep, who, dir,
                                        fmt::format("profile {} = '{}' is not max, min or a kHz "
-                                                   "number", field, freq)));
+                                                   "number",
+                                                   field, freq)));
       return;
     }
     if (target < lo || target > hi) {
-      knobs.push_back(unsupported_knob(
-          kStep, who, dir,
-          fmt::format("profile {} = {} kHz is outside cpu{}'s range {}-{} kHz", field, target,
-                      cpu, lo, hi)));
+      knobs.push_back(
+          unsupported_knob(kStep, who, dir,
+                           fmt::format("profile {} = {} kHz is outside cpu{}'s range {}-{} kHz",
+                                       field, target, cpu, lo, hi)));
       return;
     }
   }

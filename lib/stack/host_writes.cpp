@@ -114,14 +114,20 @@ void set_write_hooks(WriteHooks h) {
   g_hooks = std::move(h);
 }
 
-void clear_write_hooks() { set_write_hooks({}); }
+void clear_write_hooks() {
+  set_write_hooks({});
+}
 
-uint64_t write_count() { return g_count.load(); }
-void reset_write_count() { g_count = 0; }
+uint64_t write_count() {
+  return g_count.load();
+}
+void reset_write_count() {
+  g_count = 0;
+}
 
 void set_crash_after_writes(uint64_t k) {
   load_env();
-  g_crash_after = k;
+  g_crash_after = k == 0 ? 0 : g_count.load() + k;
 }
 
 }  // namespace epyctune::stack

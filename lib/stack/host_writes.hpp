@@ -53,7 +53,7 @@ void reset_write_count();
 // Crash injection for tests: when the environment variable
 // EPYCTUNE_TEST_CRASH_AFTER_WRITES=k is set, the process _exit()s with
 // kCrashExitCode right after its k-th counted write, like a kill -9 would
-// leave it. Also settable in-process (0 = off).
+// leave it. Also settable in-process: k more writes from now (0 = off).
 inline constexpr int kCrashExitCode = 86;
 void set_crash_after_writes(uint64_t k);
 

@@ -81,10 +81,10 @@ void add_boot_knobs(const StepContext& ctx, std::vector<Knob>& knobs,
   }
   for (const auto& p : params) {
     if (!p.on) continue;
-    std::string instruction = fmt::format(
-        "{}={} is a boot parameter: {}", p.name, p.value,
-        grub ? "apply writes " + path + "; run update-grub and reboot"
-             : "add it to the kernel command line and reboot");
+    std::string instruction =
+        fmt::format("{}={} is a boot parameter: {}", p.name, p.value,
+                    grub ? "apply writes " + path + "; run update-grub and reboot"
+                         : "add it to the kernel command line and reboot");
     Knob k;
     k.step = kStep;
     k.name = "cmdline " + p.name;

@@ -1,12 +1,11 @@
 #include "stack/journal.hpp"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <filesystem>
-
-#include <fmt/format.h>
 
 namespace epyctune::stack {
 
@@ -67,9 +66,10 @@ JournalContents Journal::load() const {
       if (type == "header") {
         if (line_no != 1) throw std::runtime_error("a header may only be the first line");
         if (j.value("version", 0) != kVersion)
-          throw std::runtime_error(fmt::format("unsupported journal version {} (this epyctune "
-                                               "reads version {})",
-                                               j.value("version", 0), kVersion));
+          throw std::runtime_error(
+              fmt::format("unsupported journal version {} (this epyctune "
+                          "reads version {})",
+                          j.value("version", 0), kVersion));
         c.created_dirs = j.at("created_dirs").get<std::vector<std::string>>();
       } else if (type == "original") {
         JournalEntry e;
@@ -115,12 +115,12 @@ void Journal::append_line(const std::string& line) const {
 
 void Journal::ensure_header(const std::vector<std::string>& created_dirs) const {
   if (sys_.exists(kJournalPath)) return;
-  append_line(json{{"type", "header"}, {"version", kVersion}, {"created_dirs", created_dirs}}
-                  .dump());
+  append_line(
+      json{{"type", "header"}, {"version", kVersion}, {"created_dirs", created_dirs}}.dump());
 }
 
 void Journal::append(const JournalEntry& e) const {
-  json j{{"type", "original"}, {"step", e.step},           {"name", e.name},
+  json j{{"type", "original"},   {"step", e.step},          {"name", e.name},
          {"profile", e.profile}, {"knob", e.loc.to_json()}, {"original", e.original.to_json()}};
   // Host files are text; should one not be UTF-8, keep its bytes readable
   // rather than failing the write-ahead step.

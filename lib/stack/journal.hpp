@@ -34,10 +34,10 @@ class JournalError : public std::runtime_error {
 };
 
 struct JournalEntry {
-  int line = 0;           // 1-based line in the file
+  int line = 0;  // 1-based line in the file
   std::string step;
   std::string name;
-  std::string profile;    // the profile that first changed the knob
+  std::string profile;  // the profile that first changed the knob
   KnobLocation loc;
   KnobValue original;
 };

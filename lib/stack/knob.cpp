@@ -1,10 +1,10 @@
 #include "stack/knob.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <sstream>
 #include <stdexcept>
-
-#include <fmt/format.h>
 
 #include "host/cpulist.hpp"
 #include "stack/host_writes.hpp"
@@ -16,25 +16,38 @@ using nlohmann::json;
 
 std::string to_string(KnobKind k) {
   switch (k) {
-    case KnobKind::Value: return "value";
-    case KnobKind::File: return "file";
-    case KnobKind::Dir: return "dir";
-    case KnobKind::Msr: return "msr";
-    case KnobKind::Schemata: return "schemata";
-    case KnobKind::Cmdline: return "cmdline";
-    case KnobKind::Check: return "check";
+    case KnobKind::Value:
+      return "value";
+    case KnobKind::File:
+      return "file";
+    case KnobKind::Dir:
+      return "dir";
+    case KnobKind::Msr:
+      return "msr";
+    case KnobKind::Schemata:
+      return "schemata";
+    case KnobKind::Cmdline:
+      return "cmdline";
+    case KnobKind::Check:
+      return "check";
   }
   return "?";
 }
 
 std::string to_string(Canon c) {
   switch (c) {
-    case Canon::Plain: return "plain";
-    case Canon::Choice: return "choice";
-    case Canon::Cpulist: return "cpulist";
-    case Canon::Cpumask: return "cpumask";
-    case Canon::Int: return "int";
-    case Canon::FlagsCpulist: return "flags-cpulist";
+    case Canon::Plain:
+      return "plain";
+    case Canon::Choice:
+      return "choice";
+    case Canon::Cpulist:
+      return "cpulist";
+    case Canon::Cpumask:
+      return "cpumask";
+    case Canon::Int:
+      return "int";
+    case Canon::FlagsCpulist:
+      return "flags-cpulist";
   }
   return "?";
 }
@@ -73,38 +86,55 @@ std::string choice_of(const std::string& text) {
   return trim(text);
 }
 
-std::string hex(uint64_t v) { return fmt::format("{:#x}", v); }
+std::string hex(uint64_t v) {
+  return fmt::format("{:#x}", v);
+}
 
 }  // namespace
 
 std::string KnobLocation::key() const {
   switch (kind) {
-    case KnobKind::Msr: return fmt::format("msr:{}:{:#x}:{:#x}", cpu, msr, mask);
-    case KnobKind::Schemata: return fmt::format("schemata:{}:{}", path, domain);
-    case KnobKind::File: return fmt::format("file:{}:{}", path, section);
-    case KnobKind::Cmdline: return fmt::format("cmdline:{}", param);
-    case KnobKind::Check: return fmt::format("check:{}", param);
-    default: return fmt::format("{}:{}", to_string(kind), path);
+    case KnobKind::Msr:
+      return fmt::format("msr:{}:{:#x}:{:#x}", cpu, msr, mask);
+    case KnobKind::Schemata:
+      return fmt::format("schemata:{}:{}", path, domain);
+    case KnobKind::File:
+      return fmt::format("file:{}:{}", path, section);
+    case KnobKind::Cmdline:
+      return fmt::format("cmdline:{}", param);
+    case KnobKind::Check:
+      return fmt::format("check:{}", param);
+    default:
+      return fmt::format("{}:{}", to_string(kind), path);
   }
 }
 
 json KnobLocation::to_json() const {
   json j{{"kind", to_string(kind)}, {"path", path}};
   switch (kind) {
-    case KnobKind::Value: j["canon"] = to_string(canon); break;
-    case KnobKind::File: j["section"] = section; break;
+    case KnobKind::Value:
+      j["canon"] = to_string(canon);
+      break;
+    case KnobKind::File:
+      j["section"] = section;
+      break;
     case KnobKind::Msr:
       j["cpu"] = cpu;
       j["msr"] = hex(msr);
       j["mask"] = hex(mask);
       break;
-    case KnobKind::Schemata: j["domain"] = domain; break;
+    case KnobKind::Schemata:
+      j["domain"] = domain;
+      break;
     case KnobKind::Cmdline:
       j["param"] = param;
       j["canon"] = to_string(canon);
       break;
-    case KnobKind::Check: j["param"] = param; break;
-    case KnobKind::Dir: break;
+    case KnobKind::Check:
+      j["param"] = param;
+      break;
+    case KnobKind::Dir:
+      break;
   }
   return j;
 }
@@ -117,20 +147,29 @@ KnobLocation KnobLocation::from_json(const json& j) {
   if (l.path.empty() || l.path.front() != '/')
     throw std::runtime_error(fmt::format("path '{}' is not absolute", l.path));
   switch (l.kind) {
-    case KnobKind::Value: l.canon = canon_from(field<std::string>(j, "canon")); break;
-    case KnobKind::File: l.section = field<std::string>(j, "section"); break;
+    case KnobKind::Value:
+      l.canon = canon_from(field<std::string>(j, "canon"));
+      break;
+    case KnobKind::File:
+      l.section = field<std::string>(j, "section");
+      break;
     case KnobKind::Msr:
       l.cpu = field<int>(j, "cpu");
       l.msr = static_cast<uint32_t>(parse_u64(field<std::string>(j, "msr")));
       l.mask = parse_u64(field<std::string>(j, "mask"));
       break;
-    case KnobKind::Schemata: l.domain = field<int>(j, "domain"); break;
+    case KnobKind::Schemata:
+      l.domain = field<int>(j, "domain");
+      break;
     case KnobKind::Cmdline:
       l.param = field<std::string>(j, "param");
       l.canon = canon_from(field<std::string>(j, "canon"));
       break;
-    case KnobKind::Check: l.param = field<std::string>(j, "param"); break;
-    case KnobKind::Dir: break;
+    case KnobKind::Check:
+      l.param = field<std::string>(j, "param");
+      break;
+    case KnobKind::Dir:
+      break;
   }
   return l;
 }
@@ -151,8 +190,10 @@ KnobValue KnobValue::from_json(const json& j) {
 
 std::string canonical(Canon canon, const std::string& text) {
   switch (canon) {
-    case Canon::Plain: return trim(text);
-    case Canon::Choice: return choice_of(text);
+    case Canon::Plain:
+      return trim(text);
+    case Canon::Choice:
+      return choice_of(text);
     case Canon::Int: {
       auto t = trim(text);
       try {
@@ -161,8 +202,10 @@ std::string canonical(Canon canon, const std::string& text) {
         return t;
       }
     }
-    case Canon::Cpulist: return host::format_cpulist(host::parse_cpulist(trim(text)));
-    case Canon::Cpumask: return host::format_cpulist(host::parse_cpumask(trim(text)));
+    case Canon::Cpulist:
+      return host::format_cpulist(host::parse_cpulist(trim(text)));
+    case Canon::Cpumask:
+      return host::format_cpulist(host::parse_cpumask(trim(text)));
     case Canon::FlagsCpulist: {
       // "domain,managed_irq,2-5": flags in any order, then CPU ranges.
       std::vector<std::string> flags;
@@ -238,7 +281,8 @@ KnobValue read_location(const host::Sysroot& sys, const KnobLocation& loc) {
       v.value = canonical(loc.canon, *arg);
       return v;
     }
-    case KnobKind::Check: throw std::logic_error("a check knob has no location to read");
+    case KnobKind::Check:
+      throw std::logic_error("a check knob has no location to read");
   }
   return v;
 }
@@ -256,13 +300,18 @@ KnobValue read_knob(const host::Sysroot& sys, const Knob& knob) {
 bool knob_matches(const KnobLocation& loc, const KnobValue& cur, const std::string& desired) {
   switch (loc.kind) {
     case KnobKind::Value:
-    case KnobKind::Cmdline: return cur.present && cur.value == canonical(loc.canon, desired);
-    case KnobKind::File: return cur.present && cur.value == desired;
-    case KnobKind::Dir: return cur.present == (desired == "present");
-    case KnobKind::Msr: return cur.present && cur.value == hex(parse_u64(desired) & loc.mask);
+    case KnobKind::Cmdline:
+      return cur.present && cur.value == canonical(loc.canon, desired);
+    case KnobKind::File:
+      return cur.present && cur.value == desired;
+    case KnobKind::Dir:
+      return cur.present == (desired == "present");
+    case KnobKind::Msr:
+      return cur.present && cur.value == hex(parse_u64(desired) & loc.mask);
     case KnobKind::Schemata:
       return cur.present && parse_u64(cur.value) == parse_u64("0x" + trim(desired));
-    case KnobKind::Check: return trim(cur.value) == trim(desired);
+    case KnobKind::Check:
+      return trim(cur.value) == trim(desired);
   }
   return false;
 }
@@ -287,7 +336,9 @@ void write_schemata(const host::Sysroot& sys, const KnobLocation& loc, const std
 
 void write_knob(const host::Sysroot& sys, const KnobLocation& loc, const std::string& desired) {
   switch (loc.kind) {
-    case KnobKind::Value: host_write(sys, loc.path, desired + "\n"); return;
+    case KnobKind::Value:
+      host_write(sys, loc.path, desired + "\n");
+      return;
     case KnobKind::File: {
       if (loc.section.empty()) {
         host_write_file(sys, loc.path, desired);
@@ -309,7 +360,9 @@ void write_knob(const host::Sysroot& sys, const KnobLocation& loc, const std::st
       host_write_msr(sys, loc.cpu, loc.msr, next);
       return;
     }
-    case KnobKind::Schemata: write_schemata(sys, loc, trim(desired)); return;
+    case KnobKind::Schemata:
+      write_schemata(sys, loc, trim(desired));
+      return;
     case KnobKind::Cmdline:
     case KnobKind::Check:
       throw std::logic_error(fmt::format("{} is read-only", loc.key()));
@@ -356,7 +409,8 @@ void restore_knob(const host::Sysroot& sys, const KnobLocation& loc, const KnobV
       return;
     }
     case KnobKind::Cmdline:
-    case KnobKind::Check: return;
+    case KnobKind::Check:
+      return;
   }
 }
 

@@ -10,11 +10,10 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "host/sysroot.hpp"
 
@@ -37,7 +36,7 @@ enum class Canon { Plain, Choice, Cpulist, Cpumask, Int, FlagsCpulist };
 
 struct KnobLocation {
   KnobKind kind = KnobKind::Value;
-  std::string path;     // host path; for Msr /dev/cpu/N/msr; for Cmdline /proc/cmdline
+  std::string path;  // host path; for Msr /dev/cpu/N/msr; for Cmdline /proc/cmdline
   Canon canon = Canon::Plain;
   std::string section;  // File: the TOML [section] this knob owns; "" = whole file
   std::string param;    // Cmdline: parameter name; Check: what is checked
@@ -68,8 +67,8 @@ struct KnobValue {
 };
 
 struct Knob {
-  std::string step;         // "bios", "numa", ...
-  std::string name;         // short, unique within the step: "smt", "irq 24 affinity"
+  std::string step;  // "bios", "numa", ...
+  std::string name;  // short, unique within the step: "smt", "irq 24 affinity"
   KnobLocation loc;
   // Desired value in input form ("never", "0-3", "0x2f", "present", file text).
   // nullopt: nothing to write (read-only check, or unsupported).
@@ -81,11 +80,11 @@ struct Knob {
   std::string observed;
   std::string instruction;
   // Read-only knob fixed by another knob at next boot (cmdline <- drop-in).
-  std::string satisfied_by;  // KnobLocation::key() of that knob
-  bool reboot_required = false;  // a change here takes effect at next boot
-  bool informational = false;    // cannot be observed at all: verify skips it
-  std::string eio_means;         // EIO on write is not an error but this (managed IRQ)
-  std::string mismatch_hint;     // why a read-back may differ (partial hugepages)
+  std::string satisfied_by;               // KnobLocation::key() of that knob
+  bool reboot_required = false;           // a change here takes effect at next boot
+  bool informational = false;             // cannot be observed at all: verify skips it
+  std::string eio_means;                  // EIO on write is not an error but this (managed IRQ)
+  std::string mismatch_hint;              // why a read-back may differ (partial hugepages)
   std::vector<std::string> capabilities;  // needed on a live host: "CAP_SYS_RAWIO"
 };
 

@@ -2,9 +2,9 @@
 // by default): the NUMA weight layout and the speculative-decoding partition,
 // one TOML section each, so each step's knob owns just its section and revert
 // removes the file it created.
-#include <algorithm>
-
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "host/cpulist.hpp"
 #include "stack/steps.hpp"
@@ -64,7 +64,8 @@ std::vector<Knob> weights_knobs(const StepContext& ctx) {
 std::vector<Knob> spec_knobs(const StepContext& ctx) {
   const auto& s = ctx.profile.spec;
   const auto& part = ctx.part;
-  int draft_threads = s.draft_threads > 0 ? s.draft_threads : static_cast<int>(part.draft_cpus.size());
+  int draft_threads =
+      s.draft_threads > 0 ? s.draft_threads : static_cast<int>(part.draft_cpus.size());
   int verify_threads =
       s.verify_threads > 0 ? s.verify_threads : static_cast<int>(part.verify_cpus.size());
   std::string text = fmt::format(

@@ -1,9 +1,9 @@
 // Step 2: NUMA policy (automatic balancing off, transparent hugepage mode) and
 // per-node hugepage reservations sized for the model.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-
-#include <fmt/format.h>
 
 #include "stack/steps.hpp"
 
@@ -67,8 +67,8 @@ void add_hugepages(const StepContext& ctx, std::vector<Knob>& knobs, uint64_t pa
 std::vector<Knob> numa_knobs(const StepContext& ctx) {
   const auto& n = ctx.profile.numa;
   std::vector<Knob> knobs;
-  knobs.push_back(value_knob(kStep, "numa_balancing", "/proc/sys/kernel/numa_balancing",
-                             Canon::Int, n.numa_balancing ? "1" : "0"));
+  knobs.push_back(value_knob(kStep, "numa_balancing", "/proc/sys/kernel/numa_balancing", Canon::Int,
+                             n.numa_balancing ? "1" : "0"));
   if (n.thp != "keep")
     knobs.push_back(value_knob(kStep, "transparent hugepages",
                                "/sys/kernel/mm/transparent_hugepage/enabled", Canon::Choice,

@@ -1,20 +1,26 @@
 #include "stack/plan.hpp"
 
+#include <fmt/format.h>
+
 #include <cstring>
 #include <map>
-
-#include <fmt/format.h>
 
 namespace epyctune::stack {
 
 std::string to_string(PlanStatus s) {
   switch (s) {
-    case PlanStatus::Unchanged: return "unchanged";
-    case PlanStatus::Change: return "change";
-    case PlanStatus::Unsupported: return "unsupported";
-    case PlanStatus::Manual: return "manual";
-    case PlanStatus::Pending: return "pending-reboot";
-    case PlanStatus::Info: return "info";
+    case PlanStatus::Unchanged:
+      return "unchanged";
+    case PlanStatus::Change:
+      return "change";
+    case PlanStatus::Unsupported:
+      return "unsupported";
+    case PlanStatus::Manual:
+      return "manual";
+    case PlanStatus::Pending:
+      return "pending-reboot";
+    case PlanStatus::Info:
+      return "info";
   }
   return "?";
 }
@@ -67,8 +73,8 @@ KnobPlan plan_knob(const host::Sysroot& sys, const Knob& knob) {
     matches = knob_matches(knob.loc, p.current, *knob.desired);
   } catch (const std::exception& e) {
     p.status = PlanStatus::Unsupported;
-    p.reason = fmt::format("cannot compare '{}' with '{}': {}", p.current.display(),
-                           *knob.desired, e.what());
+    p.reason = fmt::format("cannot compare '{}' with '{}': {}", p.current.display(), *knob.desired,
+                           e.what());
     return p;
   }
   if (matches) {
@@ -96,8 +102,8 @@ std::vector<KnobPlan> plan_knobs(const host::Sysroot& sys, const std::vector<Kno
   for (auto& p : out) {
     if (p.status != PlanStatus::Pending) continue;
     auto fixer = by_key.find(p.knob.satisfied_by);
-    if (fixer == by_key.end() || (fixer->second != PlanStatus::Unchanged &&
-                                  fixer->second != PlanStatus::Change)) {
+    if (fixer == by_key.end() ||
+        (fixer->second != PlanStatus::Unchanged && fixer->second != PlanStatus::Change)) {
       p.status = PlanStatus::Manual;
     } else {
       p.reason = fixer->second == PlanStatus::Change

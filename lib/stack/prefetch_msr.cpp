@@ -23,9 +23,10 @@ std::string refusal(const StepContext& ctx) {
     return fmt::format("refused: MSR {:#x} is AMD's PrefetchControl and this CPU is '{}'",
                        kPrefetchControl, cpu.vendor.empty() ? "unknown" : cpu.vendor);
   if (cpu.family != 25 && cpu.family != 26)
-    return fmt::format("refused: CPU family {} ({:#x}) has no documented PrefetchControl MSR "
-                       "(needs family 25 Zen 3/4 or 26 Zen 5)",
-                       cpu.family, cpu.family);
+    return fmt::format(
+        "refused: CPU family {} ({:#x}) has no documented PrefetchControl MSR "
+        "(needs family 25 Zen 3/4 or 26 Zen 5)",
+        cpu.family, cpu.family);
   if (!cpu.prefetch_control)
     return "refused: CPUID Fn8000_0021 EAX[13] (PrefetchControl) is not set on this CPU "
            "(hypervisors often hide it)";
@@ -42,9 +43,8 @@ void add_msr(const StepContext& ctx, std::vector<Knob>& knobs, const std::vector
     std::string path = ctx.sys.msr_path(cpu);
     std::string name = fmt::format("cpu{} {}", cpu, label);
     if (!ctx.sys.exists(path)) {
-      knobs.push_back(unsupported_knob(kStep, name, path,
-                                       fmt::format("no {}: load the msr module (modprobe msr)",
-                                                   path)));
+      knobs.push_back(unsupported_knob(
+          kStep, name, path, fmt::format("no {}: load the msr module (modprobe msr)", path)));
       continue;
     }
     Knob k;

@@ -1,12 +1,11 @@
 #include "stack/privileges.hpp"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <fstream>
 #include <map>
 #include <sstream>
-
-#include <fmt/format.h>
 
 namespace epyctune::stack {
 

@@ -28,8 +28,9 @@ RevertResult revert_journal(const host::Sysroot& sys) {
   auto contents = journal.load();  // JournalError propagates: nothing restored yet
   r.had_journal = true;
   if (!contents.torn_tail.empty())
-    r.notes.push_back("ignored an incomplete last journal line (the process died while "
-                      "journaling; that knob was never written)");
+    r.notes.push_back(
+        "ignored an incomplete last journal line (the process died while "
+        "journaling; that knob was never written)");
   bool failed = false;
   for (auto it = contents.entries.rbegin(); it != contents.entries.rend(); ++it) {
     KnobOutcome o;
@@ -58,8 +59,9 @@ RevertResult revert_journal(const host::Sysroot& sys) {
   if (failed) {
     // Keep the journal: it is the only record of the originals not yet back.
     r.exit_code = kExitFailed;
-    r.error = "some originals could not be restored; the journal is kept, fix the cause and "
-              "run `epyctune revert` again";
+    r.error =
+        "some originals could not be restored; the journal is kept, fix the cause and "
+        "run `epyctune revert` again";
     return r;
   }
   journal.remove();
@@ -73,8 +75,9 @@ RevertResult revert_journal(const host::Sysroot& sys) {
 json to_json(const RevertResult& r) {
   json knobs = json::array();
   for (const auto& o : r.knobs) knobs.push_back(to_json(o));
-  return json{{"changed", r.changed}, {"had_journal", r.had_journal}, {"exit_code", r.exit_code},
-              {"error", r.error},     {"notes", r.notes},             {"knobs", knobs}};
+  return json{{"changed", r.changed},     {"had_journal", r.had_journal},
+              {"exit_code", r.exit_code}, {"error", r.error},
+              {"notes", r.notes},         {"knobs", knobs}};
 }
 
 }  // namespace epyctune::stack

@@ -3,10 +3,9 @@
 // Needs nothing but the journal: no profile, no topology.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "host/sysroot.hpp"
 #include "stack/apply.hpp"

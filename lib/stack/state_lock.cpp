@@ -1,14 +1,13 @@
 #include "stack/state_lock.hpp"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
-
-#include <fmt/format.h>
 
 #include "stack/journal.hpp"
 #include "stack/text_util.hpp"
@@ -52,7 +51,8 @@ StateLock::StateLock(const host::Sysroot& sys) : sys_(sys) {
     }
     // A revert may have unlinked the file between our open and flock: then we
     // locked an orphan inode and must start again on the current file.
-    struct stat held {}, now {};
+    struct stat held {
+    }, now{};
     if (::fstat(fd_, &held) == 0 && ::stat(path.c_str(), &now) == 0 && held.st_ino == now.st_ino &&
         held.st_dev == now.st_dev)
       break;
@@ -63,9 +63,9 @@ StateLock::StateLock(const host::Sysroot& sys) : sys_(sys) {
   int old = read_pid(fd_);
   if (old > 0 && old != ::getpid()) {
     bool alive = ::kill(old, 0) == 0 || errno == EPERM;
-    recovered_ = fmt::format("recovered a stale lock left by pid {} ({})", old,
-                             alive ? "that pid is running but no longer holds the lock"
-                                   : "no longer running");
+    recovered_ = fmt::format(
+        "recovered a stale lock left by pid {} ({})", old,
+        alive ? "that pid is running but no longer holds the lock" : "no longer running");
   }
   std::string me = fmt::format("{}\n", ::getpid());
   if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, me.data(), me.size(), 0) < 0)

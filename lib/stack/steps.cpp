@@ -1,10 +1,10 @@
 #include "stack/steps.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <sstream>
 #include <stdexcept>
-
-#include <fmt/format.h>
 
 #include "stack/text_util.hpp"
 
@@ -64,9 +64,8 @@ std::vector<int> parse_steps(const std::string& spec) {
 
 std::vector<Knob> build_knobs(const StepContext& ctx, const std::vector<int>& steps) {
   using Builder = std::vector<Knob> (*)(const StepContext&);
-  static const Builder builders[] = {bios_knobs,     numa_knobs,     isolation_knobs,
-                                     cat_knobs,      cpufreq_knobs,  prefetch_knobs,
-                                     weights_knobs,  spec_knobs};
+  static const Builder builders[] = {bios_knobs,    numa_knobs,     isolation_knobs, cat_knobs,
+                                     cpufreq_knobs, prefetch_knobs, weights_knobs,   spec_knobs};
   std::vector<Knob> all;
   for (int s : steps) {
     if (s < 1 || s > 8) continue;  // 9 is the checklist over the others

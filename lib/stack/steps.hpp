@@ -22,7 +22,7 @@ struct StepContext {
 
 struct StepInfo {
   int number;
-  std::string name;   // used in --steps and as Knob::step
+  std::string name;  // used in --steps and as Knob::step
   std::string title;
 };
 

@@ -59,8 +59,8 @@ std::pair<size_t, size_t> section_span(const std::string& file, const std::strin
     if (trim(std::string_view(file).substr(b, e - b)) != header) continue;
     size_t end = file.size();
     for (size_t k = i + 1; k < lines.size(); ++k)
-      if (is_header(std::string_view(file).substr(lines[k].first,
-                                                  lines[k].second - lines[k].first))) {
+      if (is_header(
+              std::string_view(file).substr(lines[k].first, lines[k].second - lines[k].first))) {
         end = lines[k].first;
         break;
       }
