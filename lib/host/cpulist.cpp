@@ -1,10 +1,10 @@
 #include "host/cpulist.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <charconv>
 #include <stdexcept>
-
-#include <fmt/format.h>
 
 namespace epyctune::host {
 
@@ -13,12 +13,15 @@ int parse_int(std::string_view s, std::string_view whole) {
   int v = 0;
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec != std::errc() || p != s.data() + s.size() || v < 0)
-    throw std::invalid_argument(fmt::format("bad CPU list '{}': '{}' is not a CPU number", whole, s));
+    throw std::invalid_argument(
+        fmt::format("bad CPU list '{}': '{}' is not a CPU number", whole, s));
   return v;
 }
 std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\n' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\n' || s.back() == '\t')) s.remove_suffix(1);
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\n' || s.front() == '\t'))
+    s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\n' || s.back() == '\t'))
+    s.remove_suffix(1);
   return s;
 }
 }  // namespace
@@ -38,7 +41,9 @@ std::vector<int> parse_cpulist(std::string_view text) {
     } else {
       int a = parse_int(trim(tok.substr(0, dash)), all);
       int b = parse_int(trim(tok.substr(dash + 1)), all);
-      if (b < a) throw std::invalid_argument(fmt::format("bad CPU list '{}': range {} is reversed", all, tok));
+      if (b < a)
+        throw std::invalid_argument(
+            fmt::format("bad CPU list '{}': range {} is reversed", all, tok));
       for (int i = a; i <= b; ++i) out.push_back(i);
     }
   }
@@ -71,10 +76,14 @@ std::vector<int> parse_cpumask(std::string_view hex_in) {
   for (auto it = hex.rbegin(); it != hex.rend(); ++it, bit += 4) {
     char c = *it;
     int v;
-    if (c >= '0' && c <= '9') v = c - '0';
-    else if (c >= 'a' && c <= 'f') v = c - 'a' + 10;
-    else if (c >= 'A' && c <= 'F') v = c - 'A' + 10;
-    else throw std::invalid_argument(fmt::format("bad CPU mask '{}': '{}' is not hex", hex_in, c));
+    if (c >= '0' && c <= '9')
+      v = c - '0';
+    else if (c >= 'a' && c <= 'f')
+      v = c - 'a' + 10;
+    else if (c >= 'A' && c <= 'F')
+      v = c - 'A' + 10;
+    else
+      throw std::invalid_argument(fmt::format("bad CPU mask '{}': '{}' is not hex", hex_in, c));
     for (int k = 0; k < 4; ++k)
       if (v & (1 << k)) out.push_back(bit + k);
   }

@@ -1,14 +1,13 @@
 #include "host/sysroot.hpp"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-
-#include <fmt/format.h>
 
 namespace epyctune::host {
 
@@ -85,8 +84,8 @@ std::optional<std::string> Sysroot::read(std::string_view p) const {
 std::optional<std::string> Sysroot::read_value(std::string_view p) const {
   auto v = read(p);
   if (!v) return v;
-  while (!v->empty() && (v->back() == '\n' || v->back() == ' ' || v->back() == '\t' ||
-                         v->back() == '\r'))
+  while (!v->empty() &&
+         (v->back() == '\n' || v->back() == ' ' || v->back() == '\t' || v->back() == '\r'))
     v->pop_back();
   return v;
 }
@@ -165,7 +164,9 @@ std::vector<std::string> Sysroot::list(std::string_view dir) const {
   return names;
 }
 
-std::string Sysroot::msr_path(int cpu) const { return fmt::format("/dev/cpu/{}/msr", cpu); }
+std::string Sysroot::msr_path(int cpu) const {
+  return fmt::format("/dev/cpu/{}/msr", cpu);
+}
 
 uint64_t Sysroot::read_msr(int cpu, uint32_t address) const {
   auto path = resolve(msr_path(cpu));

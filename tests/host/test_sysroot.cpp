@@ -38,9 +38,7 @@ TEST_CASE("MSR file: 8 bytes at offset = address") {
   TempDir t;
   Sysroot s(t.path());
   s.make_dirs("/dev/cpu/0");
-  {
-    std::ofstream f(s.resolve("/dev/cpu/0/msr"), std::ios::binary);
-  }
+  { std::ofstream f(s.resolve("/dev/cpu/0/msr"), std::ios::binary); }
   s.write_msr(0, 0xC0000108, 0x2F);
   CHECK(s.read_msr(0, 0xC0000108) == 0x2F);
   s.write_msr(0, 0xC0000108, 0x1);

@@ -1,0 +1,207 @@
+#include "host/discover.hpp"
+
+#include <fmt/format.h>
+#include <hwloc.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include "host/cpu_identity.hpp"
+
+namespace epyctune::host {
+
+namespace {
+
+struct TopoDeleter {
+  void operator()(hwloc_topology* t) const { hwloc_topology_destroy(t); }
+};
+using TopoPtr = std::unique_ptr<hwloc_topology, TopoDeleter>;
+
+// HWLOC_FSROOT is read from the environment when the Linux component is
+// instantiated; the environment is process-wide, so loads are serialized and
+// the previous value restored.
+std::mutex g_env_mutex;
+
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::optional<std::string>& value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value)
+      ::setenv(name, value->c_str(), 1);
+    else
+      ::unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (old_)
+      ::setenv(name_, old_->c_str(), 1);
+    else
+      ::unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+std::vector<int> bitmap_to_vector(hwloc_const_bitmap_t b) {
+  std::vector<int> out;
+  if (!b || hwloc_bitmap_iszero(b)) return out;
+  int i;
+  hwloc_bitmap_foreach_begin(i, b) out.push_back(i);
+  hwloc_bitmap_foreach_end();
+  return out;
+}
+
+std::string info(hwloc_obj_t obj, const char* name) {
+  for (; obj; obj = obj->parent)
+    if (const char* v = hwloc_obj_get_info_by_name(obj, name)) return v;
+  return "";
+}
+
+TopoPtr load(const Sysroot& root, const DiscoverOptions& opt, std::string& source) {
+  hwloc_topology_t raw = nullptr;
+  if (hwloc_topology_init(&raw) != 0) throw DiscoveryError("hwloc_topology_init failed");
+  TopoPtr topo(raw);
+  hwloc_topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_NONE);
+  std::lock_guard lock(g_env_mutex);
+  std::optional<std::string> fsroot;
+  if (!opt.topology_xml.empty()) {
+    source = "xml:" + opt.topology_xml;
+    if (hwloc_topology_set_xml(raw, opt.topology_xml.c_str()) != 0)
+      throw DiscoveryError(
+          fmt::format("cannot read topology XML {}: not an lstopo XML export "
+                      "(make one with: lstopo --of xml FILE.xml)",
+                      opt.topology_xml));
+  } else if (!root.is_live()) {
+    source = "sysroot:" + root.root().string();
+    if (!root.is_dir("/sys/devices/system/cpu"))
+      throw DiscoveryError(
+          fmt::format("{}: no sys/devices/system/cpu: not a host tree (make one "
+                      "with: epyctune fixture create)",
+                      root.root().string()));
+    fsroot = root.root().string();
+    // The x86 backend would add the CPUID of the machine we run on.
+    hwloc_topology_set_components(raw, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "x86");
+  } else {
+    source = "live";
+  }
+  ScopedEnv env_root("HWLOC_FSROOT", fsroot);
+  ScopedEnv env_xml("HWLOC_XMLFILE", std::nullopt);
+  if (hwloc_topology_load(raw) != 0)
+    throw DiscoveryError(fmt::format("hwloc could not load the topology from {}", source));
+  return topo;
+}
+
+}  // namespace
+
+Topology discover(const Sysroot& root, const DiscoverOptions& opt) {
+  Topology t;
+  TopoPtr topo = load(root, opt, t.source);
+  hwloc_topology_t h = topo.get();
+
+  t.online_cpus = bitmap_to_vector(hwloc_topology_get_topology_cpuset(h));
+  int npkg = hwloc_get_nbobjs_by_type(h, HWLOC_OBJ_PACKAGE);
+  t.sockets = std::max(npkg, 1);
+  auto socket_of = [&](hwloc_obj_t o) {
+    hwloc_obj_t p = hwloc_get_ancestor_obj_by_type(h, HWLOC_OBJ_PACKAGE, o);
+    return p ? static_cast<int>(p->logical_index) : 0;
+  };
+
+  // NUMA nodes (memory from sysfs nodeN/meminfo through hwloc).
+  int nnodes = hwloc_get_nbobjs_by_type(h, HWLOC_OBJ_NUMANODE);
+  for (int i = 0; i < nnodes; ++i) {
+    hwloc_obj_t n = hwloc_get_obj_by_type(h, HWLOC_OBJ_NUMANODE, static_cast<unsigned>(i));
+    NumaNode node;
+    node.os_index = static_cast<int>(n->os_index);
+    node.memory_bytes = n->attr ? n->attr->numanode.local_memory : 0;
+    node.cpus = bitmap_to_vector(n->cpuset);
+    node.socket = -1;
+    if (!node.cpus.empty()) {
+      hwloc_obj_t pu = hwloc_get_pu_obj_by_os_index(h, static_cast<unsigned>(node.cpus.front()));
+      node.socket = pu ? socket_of(pu) : 0;
+    }
+    t.numa_nodes.push_back(node);
+  }
+  std::sort(t.numa_nodes.begin(), t.numa_nodes.end(),
+            [](const NumaNode& a, const NumaNode& b) { return a.os_index < b.os_index; });
+
+  // L3 domains in logical order; a host without L3 gets one per package.
+  int nl3 = hwloc_get_nbobjs_by_type(h, HWLOC_OBJ_L3CACHE);
+  hwloc_obj_type_t l3_type = nl3 > 0 ? HWLOC_OBJ_L3CACHE : HWLOC_OBJ_PACKAGE;
+  int ndom = nl3 > 0 ? nl3 : npkg;
+  if (ndom == 0) {
+    ndom = 1;
+    l3_type = HWLOC_OBJ_MACHINE;
+  }
+  std::map<unsigned, int> dom_of_gp;  // hwloc gp_index -> our L3 index
+  for (int i = 0; i < ndom; ++i) {
+    hwloc_obj_t o = hwloc_get_obj_by_type(h, l3_type, static_cast<unsigned>(i));
+    L3Domain d;
+    d.index = i;
+    d.synthetic = l3_type != HWLOC_OBJ_L3CACHE;
+    d.cache_id = o->os_index == HWLOC_UNKNOWN_INDEX ? i : static_cast<int>(o->os_index);
+    d.size_bytes = d.synthetic ? 0 : o->attr->cache.size;
+    d.socket = l3_type == HWLOC_OBJ_MACHINE ? 0 : socket_of(o);
+    d.cpus = bitmap_to_vector(o->cpuset);
+    d.numa_node =
+        o->nodeset && !hwloc_bitmap_iszero(o->nodeset) ? hwloc_bitmap_first(o->nodeset) : 0;
+    dom_of_gp[static_cast<unsigned>(o->gp_index)] = i;
+    t.l3_domains.push_back(d);
+  }
+
+  int ncores = hwloc_get_nbobjs_by_type(h, HWLOC_OBJ_CORE);
+  for (int i = 0; i < ncores; ++i) {
+    hwloc_obj_t o = hwloc_get_obj_by_type(h, HWLOC_OBJ_CORE, static_cast<unsigned>(i));
+    Core c;
+    c.id = i;
+    c.socket = socket_of(o);
+    c.cpus = bitmap_to_vector(o->cpuset);
+    c.numa_node =
+        o->nodeset && !hwloc_bitmap_iszero(o->nodeset) ? hwloc_bitmap_first(o->nodeset) : 0;
+    hwloc_obj_t dom = l3_type == HWLOC_OBJ_MACHINE ? hwloc_get_root_obj(h)
+                                                   : hwloc_get_ancestor_obj_by_type(h, l3_type, o);
+    c.l3 = dom ? dom_of_gp[static_cast<unsigned>(dom->gp_index)] : 0;
+    t.l3_domains[static_cast<size_t>(c.l3)].cores.push_back(c.id);
+    t.threads_per_core = std::max<int>(t.threads_per_core, static_cast<int>(c.cpus.size()));
+    t.cores.push_back(std::move(c));
+  }
+
+  // Identity: the XML carries what its exporter saw; otherwise ask the host.
+  if (!opt.topology_xml.empty()) {
+    hwloc_obj_t pkg =
+        npkg > 0 ? hwloc_get_obj_by_type(h, HWLOC_OBJ_PACKAGE, 0) : hwloc_get_root_obj(h);
+    t.cpu = identity_from_hwloc_infos(info(pkg, "CPUVendor"), info(pkg, "CPUFamilyNumber"),
+                                      info(pkg, "CPUModelNumber"), info(pkg, "CPUStepping"),
+                                      info(pkg, "CPUModel"));
+  } else {
+    t.cpu = identify_cpu(root);
+  }
+  return t;
+}
+
+int Topology::nodes_per_socket() const {
+  int with_cpus = 0;
+  for (const auto& n : numa_nodes)
+    if (!n.cpus.empty()) ++with_cpus;
+  return std::max(1, sockets > 0 ? with_cpus / sockets : with_cpus);
+}
+
+const NumaNode* Topology::node(int os_index) const {
+  for (const auto& n : numa_nodes)
+    if (n.os_index == os_index) return &n;
+  return nullptr;
+}
+
+std::vector<int> Topology::cpus_of_socket(int socket) const {
+  std::vector<int> out;
+  for (const auto& c : cores)
+    if (c.socket == socket) out.insert(out.end(), c.cpus.begin(), c.cpus.end());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace epyctune::host

@@ -1,0 +1,154 @@
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <set>
+
+#include "fixture/fixture_cache.hpp"
+#include "host/cpu_identity.hpp"
+#include "host/discover.hpp"
+
+using namespace epyctune;
+using epyctune::testing::cached_fixture;
+using epyctune::testing::ScratchDir;
+
+namespace {
+
+struct Expect {
+  std::string machine;
+  int sockets, nodes, l3, cores, pus;
+  uint64_t l3_bytes;
+  int family, model;
+  std::string microarch;
+};
+
+const Expect kMachines[] = {
+    {"9754", 1, 1, 16, 128, 256, 16ull << 20, 25, 0xA0, "zen4c"},
+    {"9354", 1, 1, 8, 32, 64, 32ull << 20, 25, 0x11, "zen4"},
+    {"7543-2s", 2, 2, 16, 64, 128, 32ull << 20, 25, 0x01, "zen3"},
+};
+
+void check_shape(const host::Topology& t, const Expect& e) {
+  INFO("machine ", e.machine, " source ", t.source);
+  CHECK(t.sockets == e.sockets);
+  CHECK(static_cast<int>(t.numa_nodes.size()) == e.nodes);
+  CHECK(static_cast<int>(t.l3_domains.size()) == e.l3);
+  CHECK(t.n_cores() == e.cores);
+  CHECK(t.n_cpus() == e.pus);
+  CHECK(t.threads_per_core == 2);
+  std::set<int> ids;
+  for (const auto& d : t.l3_domains) {
+    CHECK(d.size_bytes == e.l3_bytes);
+    CHECK_FALSE(d.synthetic);
+    CHECK(static_cast<int>(d.cores.size()) == e.cores / e.l3);
+    CHECK(static_cast<int>(d.cpus.size()) == 2 * e.cores / e.l3);
+    ids.insert(d.cache_id);
+  }
+  CHECK(static_cast<int>(ids.size()) == e.l3);  // resctrl domain ids are distinct
+  // SMT siblings are N and N + cores, as Linux numbers them on EPYC.
+  for (const auto& c : t.cores) {
+    REQUIRE(c.cpus.size() == 2);
+    CHECK(c.cpus[1] == c.cpus[0] + e.cores);
+  }
+  uint64_t mem = 0;
+  for (const auto& n : t.numa_nodes) {
+    CHECK(n.memory_bytes > (100ull << 30));
+    mem += n.memory_bytes;
+  }
+  CHECK(mem > 0);
+  // The last domain of a two-socket machine is on socket 1.
+  CHECK(t.l3_domains.back().socket == e.sockets - 1);
+}
+
+}  // namespace
+
+TEST_CASE("discover on each fixture gives the real silicon") {
+  for (const auto& e : kMachines) {
+    host::Sysroot root(cached_fixture(e.machine));
+    auto t = host::discover(root);
+    check_shape(t, e);
+    CHECK(t.source == "sysroot:" + root.root().string());
+    CHECK(t.cpu.vendor == "AuthenticAMD");
+    CHECK(t.cpu.family == e.family);
+    CHECK(t.cpu.model == e.model);
+    CHECK(t.cpu.microarch == e.microarch);
+    CHECK(t.cpu.source == "cpuinfo");
+    CHECK(t.cpu.prefetch_control == (e.microarch != "zen3"));
+    CHECK_FALSE(t.cpu.hypervisor);
+    CHECK(t.cpu.brand.find(e.machine.substr(0, 4)) != std::string::npos);
+  }
+}
+
+TEST_CASE("discover: NPS4 and SMT off") {
+  host::Sysroot nps4(cached_fixture("9754", 4));
+  auto t = host::discover(nps4);
+  CHECK(t.numa_nodes.size() == 4);
+  CHECK(t.nodes_per_socket() == 4);
+  CHECK(t.l3_domains[4].numa_node == 1);  // 2 CCDs = 4 CCXs per node
+  CHECK(t.cores[127].numa_node == 3);
+  fixture::FixtureOptions o;
+  o.machine = "9354";
+  o.smt = false;
+  auto s = host::discover(host::Sysroot(testing::cached_fixture(o)));
+  CHECK(s.threads_per_core == 1);
+  CHECK(s.n_cpus() == 32);
+  CHECK(s.n_cores() == 32);
+}
+
+TEST_CASE("discover from an lstopo XML export of each fixture") {
+  ScratchDir tmp;
+  for (const auto& e : kMachines) {
+    auto xml = tmp.path() / (e.machine + ".xml");
+    auto cmd = fmt::format(
+        "HWLOC_FSROOT='{}' HWLOC_COMPONENTS=-x86 lstopo-no-graphics --no-io --of xml '{}' "
+        ">/dev/null 2>&1 || HWLOC_FSROOT='{}' HWLOC_COMPONENTS=-x86 lstopo --no-io --of xml '{}'",
+        cached_fixture(e.machine).string(), xml.string(), cached_fixture(e.machine).string(),
+        xml.string());
+    REQUIRE(std::system(cmd.c_str()) == 0);
+    host::DiscoverOptions opt;
+    opt.topology_xml = xml.string();
+    auto t = host::discover(host::Sysroot("/nonexistent-root"), opt);
+    check_shape(t, e);
+    CHECK(t.source == "xml:" + xml.string());
+    // Exported without the x86 backend: only the brand; the part is inferred.
+    CHECK(t.cpu.source == "brand");
+    CHECK(t.cpu.family == e.family);
+    CHECK(t.cpu.model == e.model);
+  }
+  host::DiscoverOptions bad;
+  bad.topology_xml = (tmp.path() / "missing.xml").string();
+  CHECK_THROWS_AS(host::discover(host::Sysroot("/"), bad), host::DiscoveryError);
+  CHECK_THROWS_WITH_AS(host::discover(host::Sysroot(tmp.path())),
+                       doctest::Contains("not a host tree"), host::DiscoveryError);
+}
+
+TEST_CASE("live discovery is read-only and sane") {
+  auto t = host::discover(host::Sysroot("/"));
+  CHECK(t.source == "live");
+  CHECK(t.n_cpus() >= 1);
+  CHECK(t.n_cores() >= 1);
+  CHECK(t.sockets >= 1);
+  CHECK_FALSE(t.l3_domains.empty());
+  CHECK_FALSE(t.cpu.vendor.empty());
+  CHECK(t.cpu.source == "cpuid");
+}
+
+TEST_CASE("cpu identity: family/model decide, the codename is a hint") {
+  CHECK(host::microarch_for("AuthenticAMD", 26, 2) == "zen5");
+  CHECK(host::microarch_for("AuthenticAMD", 25, 0xA0) == "zen4c");
+  CHECK(host::microarch_for("AuthenticAMD", 25, 0x11) == "zen4");
+  CHECK(host::microarch_for("AuthenticAMD", 25, 0x01) == "zen3");
+  CHECK(host::microarch_for("GenuineIntel", 6, 0x8F) == "unknown");
+  auto id = host::parse_cpuinfo_identity(
+      "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 2\n"
+      "model name\t: AMD EPYC\nstepping\t: 1\nflags\t\t: fpu avx2 hypervisor\n\nprocessor\t: 1\n");
+  CHECK(id.family == 26);
+  CHECK(id.brand == "AMD EPYC");
+  CHECK(id.hypervisor);
+  CHECK(id.has_flag("avx2"));
+  CHECK(id.codename == "Turin");
+  CHECK(host::cpuid_dump_prefetch_control("80000021 0 0 0 => 2000 0 0 0\n"));
+  CHECK_FALSE(host::cpuid_dump_prefetch_control("80000021 0 0 0 => 1fff 0 0 0\n"));
+  auto x = host::identity_from_hwloc_infos("", "", "", "", "AMD EPYC 97545 Processor");
+  CHECK(x.family == 0);
+}
