@@ -47,16 +47,26 @@ Knob smt_knob(const StepContext& ctx) {
   return value_knob(kStep, "SMT", kSmt, Canon::Plain, want);
 }
 
-Knob boost_knob(const StepContext& ctx) {
-  if (!ctx.sys.exists(kBoost)) {
+// acpi-cpufreq has one global switch; amd-pstate has one per policy (CPU).
+std::vector<Knob> boost_knobs(const StepContext& ctx) {
+  std::string want = ctx.profile.bios.boost == "on" ? "1" : "0";
+  if (ctx.sys.exists(kBoost)) return {value_knob(kStep, "boost", kBoost, Canon::Int, want)};
+  std::vector<Knob> knobs;
+  for (int cpu : ctx.topo.online_cpus) {
+    std::string path = fmt::format("/sys/devices/system/cpu/cpu{}/cpufreq/boost", cpu);
+    if (ctx.sys.exists(path))
+      knobs.push_back(value_knob(kStep, fmt::format("cpu{} boost", cpu), path, Canon::Int, want));
+  }
+  if (knobs.empty()) {
     std::string driver =
         ctx.sys.read_value("/sys/devices/system/cpu/cpu0/cpufreq/scaling_driver").value_or("none");
-    return unsupported_knob(
+    knobs.push_back(unsupported_knob(
         kStep, "boost", kBoost,
-        fmt::format("no {} (cpufreq driver: {}): set Core Performance Boost in BIOS setup instead",
-                    kBoost, driver));
+        fmt::format("neither {} nor per-CPU cpufreq/boost (cpufreq driver: {}): set Core "
+                    "Performance Boost in BIOS setup instead",
+                    kBoost, driver)));
   }
-  return value_knob(kStep, "boost", kBoost, Canon::Int, ctx.profile.bios.boost == "on" ? "1" : "0");
+  return knobs;
 }
 
 }  // namespace
@@ -65,7 +75,8 @@ std::vector<Knob> bios_knobs(const StepContext& ctx) {
   std::vector<Knob> knobs;
   knobs.push_back(nps_knob(ctx));
   if (ctx.profile.bios.smt != "keep") knobs.push_back(smt_knob(ctx));
-  if (ctx.profile.bios.boost != "keep") knobs.push_back(boost_knob(ctx));
+  if (ctx.profile.bios.boost != "keep")
+    for (auto& k : boost_knobs(ctx)) knobs.push_back(std::move(k));
   if (ctx.profile.bios.determinism != "any") {
     // No kernel interface reports the determinism slider.
     auto k = check_knob(

@@ -49,7 +49,7 @@ inline TreeSnapshot snapshot_tree(const std::filesystem::path& root) {
   for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator();
        ++it) {
     const auto& p = it->path();
-    std::string rel = fs::relative(p, root).string();
+    std::string rel = p.string().substr(root.string().size() + 1);
     struct stat st {};
     ::lstat(p.c_str(), &st);
     if (S_ISDIR(st.st_mode)) {
