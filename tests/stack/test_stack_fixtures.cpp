@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <fstream>
 
 #include "stack/apply.hpp"
@@ -125,4 +126,37 @@ TEST_CASE("MSR writes refused without AMD + family + the PrefetchControl CPUID b
   p.prefetch.msr = 0xC0010015;
   StepContext ctx2{h.sys, p, h.topo, h.part};
   CHECK(build_knobs(ctx2, {6})[0].unsupported.find("not whitelisted") != std::string::npos);
+}
+
+TEST_CASE("9354: crash after every k-th write, then revert: byte-identical") {
+  // SMT off halves the tree, and with it the cost of comparing it ~90 times.
+  fixture::FixtureOptions o;
+  o.smt = false;
+  testing::StackHost h("9354", o);
+  h.profile.prefetch.value = 0x20;
+  auto before = testing::snapshot_tree(h.dir.path());
+  auto knobs = h.knobs();
+  reset_write_count();
+  REQUIRE(apply_knobs(h.sys, knobs, {}).exit_code == kExitOk);
+  const uint64_t n = write_count();
+  REQUIRE(n > 50);
+  REQUIRE(revert_journal(h.sys).exit_code == kExitOk);
+  for (uint64_t k = 1; k <= n; ++k) {
+    CAPTURE(k);
+    pid_t child = fork();
+    if (child == 0) {
+      set_crash_after_writes(k);
+      apply_knobs(h.sys, knobs, {});
+      _exit(0);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == kCrashExitCode);
+    auto rv = revert_journal(h.sys);
+    CHECK(rv.exit_code == kExitOk);
+    auto diff = testing::diff_trees(before, testing::snapshot_tree(h.dir.path(), &before));
+    CHECK(diff == "");
+    if (!diff.empty()) break;
+  }
 }
