@@ -21,52 +21,55 @@ struct Origin {
 
 struct Hardware {
   std::string vendor = "AuthenticAMD";
-  int family = 0;                      // 25 (0x19) or 26 (0x1A)
-  std::vector<int> models;             // accepted CPUID models; empty = any
-  std::string codename;                // "Bergamo", "Genoa", "Milan" (display)
-  std::string brand_contains;          // e.g. "9754"; VMs hide it, so it only ranks
+  int family = 0;              // 25 (0x19) or 26 (0x1A)
+  std::vector<int> models;     // accepted CPUID models; empty = any
+  std::string codename;        // "Bergamo", "Genoa", "Milan" (display)
+  std::string brand_contains;  // e.g. "9754"; VMs hide it, so it only ranks
   int sockets = 1;
   int cores_per_socket = 0;
-  int l3_domains_per_socket = 0;       // CCXs
+  int l3_domains_per_socket = 0;  // CCXs
   int ccds_per_socket = 0;
   int cores_per_l3 = 0;
-  uint64_t l3_bytes = 0;               // per L3 domain
-  int memory_channels = 0;             // per socket
-  std::string memory_type;             // "DDR5-4800"
-  double memory_bandwidth_gbs = 0;     // theoretical peak per socket
-  std::vector<int> nps_supported;      // {1,2,4}
-  std::vector<std::string> notes;      // where the original design notes were wrong
+  uint64_t l3_bytes = 0;            // per L3 domain
+  int memory_channels = 0;          // per socket
+  std::string memory_type;          // "DDR5-4800"
+  double memory_bandwidth_gbs = 0;  // theoretical peak per socket
+  std::vector<int> nps_supported;   // {1,2,4}
+  std::vector<std::string> notes;   // where the original design notes were wrong
 };
 
 struct Partition {
-  std::vector<int> draft_l3;           // L3 domain indices (Topology::l3_domains order)
-  std::vector<int> verify_l3;          // empty = every domain not draft
-  std::vector<int> housekeeping_cores; // Core::id taken out of draft/verify for the OS
-  bool use_smt_siblings = false;       // inference threads on both SMT siblings
+  std::vector<int> draft_l3;            // L3 domain indices (Topology::l3_domains order)
+  std::vector<int> verify_l3;           // empty = every domain not draft
+  std::vector<int> housekeeping_cores;  // Core::id taken out of draft/verify for the OS
+  // OS CPU numbers (profile key `housekeeping_cpus = "0-1,128-129"`); their
+  // cores join housekeeping_cores when resolved.
+  std::vector<int> housekeeping_cpus;
+  bool use_smt_siblings = false;  // inference threads on both SMT siblings
 };
 
 struct BiosStep {
   int expect_nps = 1;
-  std::string smt = "off";             // "on" | "off" | "keep"
+  std::string smt = "off";                  // "on" | "off" | "keep"
   std::string determinism = "performance";  // "performance" | "power" | "any" (check only)
-  std::string boost = "on";            // "on" | "off" | "keep"
+  std::string boost = "on";                 // "on" | "off" | "keep"
 };
 
 struct NumaStep {
   bool numa_balancing = false;
-  std::string thp = "madvise";         // "always" | "madvise" | "never" | "keep"
+  std::string thp = "madvise";  // "always" | "madvise" | "never" | "keep"
   // Per node 2 MB pages; "auto" sizing (-1) reserves for the model + KV cache.
   int64_t hugepages_2m_per_node = -1;
   int64_t hugepages_1g_per_node = 0;
-  double model_gb = 0;                 // what "auto" sizes for
+  double model_gb = 0;  // what "auto" sizes for
   double hugepage_headroom = 1.10;
 };
 
 struct IsolationStep {
-  bool isolate = true;                 // isolcpus=managed_irq,domain,<draft+verify>
+  bool isolate = true;  // isolcpus=managed_irq,domain,<draft+verify>
   bool nohz_full = true;
   bool rcu_nocbs = true;
-  bool irq_affinity = true;            // IRQs to housekeeping CPUs
+  bool irq_affinity = true;  // IRQs to housekeeping CPUs
   std::string bootloader_dropin = "/etc/default/grub.d/epyctune.cfg";
 };
 
@@ -74,36 +77,36 @@ struct CatStep {
   bool enabled = true;
   std::string draft_group = "epyctune-draft";
   std::string verify_group = "epyctune-verify";
-  std::string draft_cbm = "all";       // hex mask or "all" (= info/L3/cbm_mask)
+  std::string draft_cbm = "all";  // hex mask or "all" (= info/L3/cbm_mask)
   std::string verify_cbm = "all";
-  std::string default_cbm = "all";     // root group on inference domains
+  std::string default_cbm = "all";  // root group on inference domains
 };
 
 struct CpufreqStep {
   std::string governor = "performance";
-  std::string draft_freq = "max";      // "max" | "min" | kHz number
+  std::string draft_freq = "max";  // "max" | "min" | kHz number
   std::string verify_freq = "max";
-  std::string epp = "performance";     // amd-pstate active only
+  std::string epp = "performance";  // amd-pstate active only
 };
 
 struct ExtraMsr {
   uint32_t address = 0;
   uint64_t mask = 0;
   uint64_t value = 0;
-  std::string reason;                  // why the operator whitelisted it
+  std::string reason;  // why the operator whitelisted it
 };
 
 struct PrefetchStep {
   bool enabled = true;
-  uint32_t msr = 0xC0000108;           // PrefetchControl; a set bit disables
-  uint64_t mask = 0x2F;                // bits 0,1,2,3,5
-  uint64_t value = 0x00;               // all five prefetchers on
-  std::string cpus = "inference";      // "inference" | "all"
-  std::vector<ExtraMsr> extra;         // refused unless listed here
+  uint32_t msr = 0xC0000108;       // PrefetchControl; a set bit disables
+  uint64_t mask = 0x2F;            // bits 0,1,2,3,5
+  uint64_t value = 0x00;           // all five prefetchers on
+  std::string cpus = "inference";  // "inference" | "all"
+  std::vector<ExtraMsr> extra;     // refused unless listed here
 };
 
 struct WeightsStep {
-  std::string layout = "interleave";   // "interleave" | "split" | "local"
+  std::string layout = "interleave";  // "interleave" | "split" | "local"
   bool hugepages = true;
   std::string launch_config = "/var/lib/epyctune/engine.toml";
 };
@@ -111,8 +114,8 @@ struct WeightsStep {
 struct SpecStep {
   std::string draft_source = "model";  // "model" | "lookup" | "cascade"
   int draft_len = 8;
-  int draft_threads = 0;               // 0 = every draft CPU
-  int verify_threads = 0;              // 0 = every verify CPU
+  int draft_threads = 0;   // 0 = every draft CPU
+  int verify_threads = 0;  // 0 = every verify CPU
   std::string launch_config = "/var/lib/epyctune/engine.toml";
 };
 
@@ -123,8 +126,8 @@ struct EngineDefaults {
 };
 
 struct Profile {
-  std::string name;                    // "epyc-9754"
-  std::vector<std::string> aliases;    // {"9754"}
+  std::string name;                  // "epyc-9754"
+  std::vector<std::string> aliases;  // {"9754"}
   std::string description;
   std::string source_file;
   Hardware hardware;
@@ -141,6 +144,9 @@ struct Profile {
   // Published tok/s per step ("baseline", "bios", "numa", ... "spec"), shown
   // next to what `bench` measures.
   std::map<std::string, double> expectations;
+  std::string expectations_source;    // what the numbers are: a citation, or "roofline bound: ..."
+  std::string expectations_model;     // the model they are for ("7B Q4_0")
+  std::vector<std::string> includes;  // the include chain, outermost file first ("base" last)
   std::map<std::string, Origin> origins;  // dotted key -> where it was set
 };
 
@@ -149,6 +155,10 @@ struct ResolvedPartition {
   std::vector<int> draft_l3, verify_l3;
   std::vector<int> draft_cpus, verify_cpus, housekeeping_cpus;
   std::vector<int> draft_nodes, verify_nodes;
+  // SMT siblings of inference cores when use_smt_siblings is false: online but
+  // given no work (gone once the bios step turns SMT off).
+  std::vector<int> idle_sibling_cpus;
+  std::vector<int> housekeeping_cores;  // Core::id, after adding housekeeping_cpus' cores
 };
 
 }  // namespace epyctune::profile

@@ -1,0 +1,51 @@
+// What this host lets epyctune change, each with the reason when it cannot.
+// Read-only. Live and sysroot use the same files; only privilege checks
+// differ: live asks uid/CapEff/lockdown, a sysroot counts a writable file as
+// writable (fixtures are not privileged).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "host/sysroot.hpp"
+#include "host/topology.hpp"
+
+namespace epyctune::host {
+
+struct Capability {
+  bool supported = false;
+  std::string reason;  // why not, when !supported
+  std::string detail;  // what is there: current state, sizes, ...
+};
+
+struct Capabilities {
+  Capability smt_control, cpufreq, resctrl, msr, prefetch_control, hugepages_2m, hugepages_1g,
+      numa_balancing, thp, irq_affinity;
+  std::string cpufreq_driver;          // "acpi-cpufreq", "amd-pstate-epp", ...; "" if none
+  std::vector<std::string> governors;  // scaling_available_governors
+  std::string governor;                // current scaling_governor of the first CPU
+  std::string amd_pstate_mode;         // amd_pstate/status: "active", "passive", "guided", ""
+  std::string smt_state;               // smt/control: on|off|forceoff|notsupported|notimplemented
+  std::vector<int> isolated_cpus, nohz_full_cpus;
+  std::string cmdline;  // /proc/cmdline
+  // resctrl
+  bool resctrl_kernel = false;  // "resctrl" in /proc/filesystems
+  bool resctrl_mounted = false;
+  std::string cbm_mask;  // info/L3/cbm_mask ("ffff")
+  int num_closids = 0;
+  int min_cbm_bits = 0;
+  // privileges (live: the process; sysroot: not applicable, reported as true)
+  bool root = false;
+  bool cap_sys_rawio = false;
+  std::string lockdown;  // "none", "integrity", "confidentiality", "" if unknown
+  bool numa_balancing_on = false;
+  std::string thp_mode;            // "always" | "madvise" | "never"
+  int irqs = 0, managed_irqs = 0;  // managed: known from the IRQ debugfs when present
+};
+
+Capabilities probe_capabilities(const Sysroot& root, const Topology& topo);
+
+// "always [madvise] never" -> "madvise"; "" if nothing is bracketed.
+std::string bracketed_choice(const std::string& sysfs_value);
+
+}  // namespace epyctune::host

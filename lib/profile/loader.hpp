@@ -1,0 +1,64 @@
+// Loading profiles: built-in (embedded in the binary from profiles/*.toml, by
+// name or short alias: "9754", "epyc-9754") or a user's file by path, with
+// `include = "base"` inheritance, strict keys and ranges. Every problem is
+// reported as "file:line:column: what; fix".
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "host/sysroot.hpp"
+#include "host/topology.hpp"
+#include "profile/profile.hpp"
+
+namespace epyctune::profile {
+
+struct Diagnostic {
+  std::string file;
+  int line = 0;  // 0 when there is no position (e.g. a missing file)
+  int column = 0;
+  std::string what;
+  std::string fix;
+  std::string str() const;  // "file:line:column: what; fix"
+};
+
+class ProfileError : public std::runtime_error {
+ public:
+  explicit ProfileError(std::vector<Diagnostic> diagnostics);
+  ProfileError(std::string file, int line, int column, std::string what, std::string fix);
+  const std::vector<Diagnostic>& diagnostics() const { return diags_; }
+
+ private:
+  std::vector<Diagnostic> diags_;
+};
+
+// A built-in name or alias, or a path to a TOML file (anything containing '/'
+// or ending in ".toml", or an existing file). Runs the host-independent
+// validation. Throws ProfileError with every problem found.
+Profile load_profile(std::string_view name_or_path);
+
+// Parses a profile from text as if it were the file `display_name` (includes
+// resolve relative to its directory). For tests and `profile validate`.
+Profile load_profile_text(std::string_view text, const std::string& display_name);
+
+// The machine profiles built in ("epyc-7543-2s", "epyc-9354", "epyc-9754"), sorted.
+std::vector<std::string> list_profiles();
+// The TOML text of a built-in profile (by name or alias); throws ProfileError if unknown.
+std::string builtin_profile_text(std::string_view name);
+
+// Checks that need no host were done by load_profile. With a topology, also:
+// L3 domain indices and housekeeping cores/CPUs exist, the partition leaves
+// draft and verify CPUs, hugepages fit each node's memory. With a sysroot,
+// also: CAT masks fit info/L3/cbm_mask and min_cbm_bits (when resctrl is
+// mounted). Throws ProfileError pointing at the offending key.
+void validate_profile(const Profile& p, const host::Topology* host_or_null,
+                      const host::Sysroot* root_or_null = nullptr);
+
+// Levenshtein distance, for "did you mean" suggestions.
+int edit_distance(std::string_view a, std::string_view b);
+// The closest candidate within a sensible distance, or "".
+std::string closest(std::string_view word, const std::vector<std::string>& candidates);
+
+}  // namespace epyctune::profile

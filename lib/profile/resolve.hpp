@@ -1,0 +1,35 @@
+// A profile against a real host: which CPUs draft, verify and housekeeping
+// get, and whether the profile is for this machine at all.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "host/topology.hpp"
+#include "profile/loader.hpp"
+#include "profile/profile.hpp"
+
+namespace epyctune::profile {
+
+// Draft = the non-housekeeping cores of partition.draft_l3; verify = those of
+// verify_l3 (or every other domain). Housekeeping = housekeeping_cores, the
+// cores of housekeeping_cpus, and the cores of domains in neither list.
+// Without use_smt_siblings only each core's first thread works; the others are
+// idle_sibling_cpus. Throws ProfileError if a domain, core or CPU does not
+// exist, or draft or verify ends up with no CPU.
+ResolvedPartition resolve_partition(const Profile& p, const host::Topology& t);
+
+struct MatchResult {
+  bool matches = false;                 // no mismatch
+  int score = 0;                        // 0-100: how much of the expected hardware was confirmed
+  std::vector<std::string> reasons;     // what agreed, and what could not be checked
+  std::vector<std::string> mismatches;  // "cores per socket: profile 128, host 2"
+};
+
+MatchResult match_profile(const Profile& p, const host::Topology& t);
+
+// Throws ProfileError naming every mismatch with the profile's and the host's
+// value, unless force.
+void require_match(const Profile& p, const host::Topology& t, bool force);
+
+}  // namespace epyctune::profile
