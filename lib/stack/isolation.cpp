@@ -4,6 +4,8 @@
 // move to the housekeeping CPUs at run time; managed IRQs cannot move.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "host/cpulist.hpp"
 #include "stack/steps.hpp"
 
@@ -128,14 +130,29 @@ void add_irq_knobs(const StepContext& ctx, std::vector<Knob>& knobs,
                   state, host::format_cpulist(inference))));
   knobs.push_back(value_knob(kStep, "default IRQ affinity", "/proc/irq/default_smp_affinity",
                              Canon::Cpumask, host::format_cpumask(hk)));
-  for (const auto& irq : ctx.sys.list("/proc/irq")) {
-    if (!all_digits(irq)) continue;
-    std::string path = "/proc/irq/" + irq + "/smp_affinity_list";
+  std::vector<int> irqs;
+  for (const auto& irq : ctx.sys.list("/proc/irq"))
+    if (all_digits(irq)) irqs.push_back(std::stoi(irq));
+  std::sort(irqs.begin(), irqs.end());
+  const std::string managed =
+      "unchangeable: managed IRQ (the kernel spreads it over CPUs itself; isolcpus=managed_irq "
+      "keeps it off isolated CPUs after reboot)";
+  for (int irq : irqs) {
+    std::string path = fmt::format("/proc/irq/{}/smp_affinity_list", irq);
     if (!ctx.sys.exists(path)) continue;
-    auto k = value_knob(kStep, "IRQ " + irq + " affinity", path, Canon::Cpulist, hk_list);
-    k.eio_means =
-        "unchangeable: managed IRQ (the kernel spreads it over CPUs itself; isolcpus=managed_irq "
-        "keeps it off isolated CPUs after reboot)";
+    std::string name = fmt::format("IRQ {} affinity", irq);
+    // The generic-IRQ debugfs says which IRQs are managed; without it, the
+    // kernel's EIO on write says the same.
+    auto dbg = ctx.sys.read(fmt::format("/sys/kernel/debug/irq/irqs/{}", irq));
+    if (dbg && dbg->find("IRQD_AFFINITY_MANAGED") != std::string::npos) {
+      auto k = check_knob(kStep, name, fmt::format("irq-{}-managed", irq),
+                          ctx.sys.read_value(path).value_or(""), "", managed);
+      k.informational = true;
+      knobs.push_back(std::move(k));
+      continue;
+    }
+    auto k = value_knob(kStep, name, path, Canon::Cpulist, hk_list);
+    k.eio_means = managed;
     knobs.push_back(std::move(k));
   }
 }

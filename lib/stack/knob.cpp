@@ -267,7 +267,7 @@ KnobValue read_location(const host::Sysroot& sys, const KnobLocation& loc) {
       v.present = true;
       v.raw = *token;
       v.input = *token;
-      v.value = hex(parse_u64("0x" + *token));
+      v.value = fmt::format("{:x}", parse_u64("0x" + *token));
       return v;
     }
     case KnobKind::Cmdline: {
@@ -309,7 +309,7 @@ bool knob_matches(const KnobLocation& loc, const KnobValue& cur, const std::stri
     case KnobKind::Msr:
       return cur.present && cur.value == hex(parse_u64(desired) & loc.mask);
     case KnobKind::Schemata:
-      return cur.present && parse_u64(cur.value) == parse_u64("0x" + trim(desired));
+      return cur.present && parse_u64("0x" + cur.value) == parse_u64("0x" + trim(desired));
     case KnobKind::Check:
       return trim(cur.value) == trim(desired);
   }

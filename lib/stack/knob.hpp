@@ -63,7 +63,9 @@ struct KnobValue {
 
   nlohmann::json to_json() const;
   static KnobValue from_json(const nlohmann::json& j);
-  std::string display() const { return present ? value : std::string("(absent)"); }
+  std::string display() const {
+    return !present ? std::string("(absent)") : value.empty() ? std::string("(empty)") : value;
+  }
 };
 
 struct Knob {

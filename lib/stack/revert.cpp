@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "stack/journal.hpp"
+#include "stack/privileges.hpp"
 #include "stack/state_lock.hpp"
 
 namespace epyctune::stack {
@@ -15,6 +16,18 @@ RevertResult revert_journal(const host::Sysroot& sys) {
     r.notes.push_back("nothing to revert: no journal at " + sys.resolve(kJournalPath).string());
     return r;
   }
+  Journal journal(sys);
+  auto contents = journal.load();  // JournalError propagates: nothing restored yet
+  std::vector<std::pair<std::string, std::string>> caps;
+  for (const auto& e : contents.entries)
+    if (e.loc.kind == KnobKind::Msr) caps.emplace_back("CAP_SYS_RAWIO", "MSR " + e.loc.path);
+  auto missing = missing_privileges(sys, caps);
+  if (!missing.empty()) {
+    r.exit_code = kExitPrivilege;
+    r.error = "not reverting, missing: ";
+    for (size_t i = 0; i < missing.size(); ++i) r.error += (i ? "; " : "") + missing[i];
+    return r;
+  }
   std::optional<StateLock> lock;
   try {
     lock.emplace(sys);
@@ -24,8 +37,7 @@ RevertResult revert_journal(const host::Sysroot& sys) {
     return r;
   }
   if (!lock->recovered().empty()) r.notes.push_back(lock->recovered());
-  Journal journal(sys);
-  auto contents = journal.load();  // JournalError propagates: nothing restored yet
+  contents = journal.load();  // again under the lock: another writer may have appended
   r.had_journal = true;
   if (!contents.torn_tail.empty())
     r.notes.push_back(

@@ -12,9 +12,9 @@
 
 namespace epyctune::testing {
 
+// The built-in profile for a fixture machine, and its partition on the fixture.
 profile::Profile stack_test_profile(const std::string& machine);
-profile::ResolvedPartition stack_test_partition(const profile::Profile& p,
-                                                const host::Topology& t);
+profile::ResolvedPartition stack_test_partition(const profile::Profile& p, const host::Topology& t);
 
 struct StackHost {
   ScratchDir dir;

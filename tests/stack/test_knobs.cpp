@@ -125,7 +125,7 @@ TEST_CASE("dir + schemata knobs: a created group is removed with its schemata") 
   g_s.domain = 0;
   auto o_dir = read_location(sys, dir);
   auto o_root = read_location(sys, root_s);
-  CHECK(o_root.value == "0xffff");
+  CHECK(o_root.value == "ffff");
   write_knob(sys, dir, "present");
   auto o_g = read_location(sys, g_s);
   CHECK(!o_g.present);

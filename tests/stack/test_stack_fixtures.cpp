@@ -79,8 +79,7 @@ TEST_CASE("9754 (amd-pstate active): apply, verify, idempotent, revert byte-iden
 TEST_CASE("7543-2s (amd-pstate passive, NPS1 x 2 sockets): round trip") {
   fixture::FixtureOptions o;
   o.cpufreq_driver = "amd-pstate-passive";
-  // Zen 3 has no PrefetchControl: that step is refused (see the MSR test).
-  round_trip("7543-2s", o, true);
+  round_trip("7543-2s", o);
 }
 
 TEST_CASE("MSR writes refused without AMD + family + the PrefetchControl CPUID bit") {

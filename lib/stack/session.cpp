@@ -1,0 +1,26 @@
+#include "stack/session.hpp"
+
+#include "host/discover.hpp"
+#include "profile/loader.hpp"
+#include "profile/resolve.hpp"
+#include "stack/steps.hpp"
+
+namespace epyctune::stack {
+
+Session open_session(const SessionOptions& opts) {
+  auto steps = parse_steps(opts.steps);  // bad --steps fails before any discovery
+  host::Sysroot sys(opts.sysroot);
+  host::DiscoverOptions d;
+  d.topology_xml = opts.topology_xml;
+  host::Topology topo = host::discover(sys, d);
+  profile::Profile prof = profile::load_profile(opts.profile);
+  auto match = profile::match_profile(prof, topo);
+  profile::require_match(prof, topo, opts.force);
+  profile::ResolvedPartition part = profile::resolve_partition(prof, topo);
+  Session s{sys, std::move(topo), std::move(prof), std::move(part), steps, {}, match.mismatches};
+  StepContext ctx{s.sys, s.profile, s.topo, s.part};
+  s.knobs = build_knobs(ctx, s.steps);
+  return s;
+}
+
+}  // namespace epyctune::stack
