@@ -132,17 +132,19 @@ void add_cpu(const StepContext& ctx, std::vector<Knob>& knobs, int cpu, Mode mod
 std::vector<Knob> cpufreq_knobs(const StepContext& ctx) {
   std::vector<Knob> knobs;
   auto inference = inference_cpus(ctx.part);
-  if (inference.empty()) return knobs;
-  auto driver = ctx.sys.read_value(cpufreq_dir(inference.front()) + "/scaling_driver");
+  int probe = !inference.empty()              ? inference.front()
+              : !ctx.topo.online_cpus.empty() ? ctx.topo.online_cpus.front()
+                                              : 0;
+  auto driver = ctx.sys.read_value(cpufreq_dir(probe) + "/scaling_driver");
   if (!driver) {
-    knobs.push_back(unsupported_knob(kStep, "cpufreq", cpufreq_dir(inference.front()),
+    knobs.push_back(unsupported_knob(kStep, "cpufreq", cpufreq_dir(probe),
                                      "no cpufreq driver (a VM, or cpufreq disabled in BIOS: "
                                      "enable CPPC / P-states)"));
     return knobs;
   }
   Mode mode = driver_mode(ctx.sys, *driver);
   if (mode == Mode::Other) {
-    knobs.push_back(unsupported_knob(kStep, "cpufreq", cpufreq_dir(inference.front()),
+    knobs.push_back(unsupported_knob(kStep, "cpufreq", cpufreq_dir(probe),
                                      fmt::format("cpufreq driver '{}' is not one epyctune knows "
                                                  "(acpi-cpufreq, amd-pstate, amd-pstate-epp)",
                                                  *driver)));

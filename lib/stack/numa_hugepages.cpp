@@ -75,6 +75,13 @@ std::vector<Knob> numa_knobs(const StepContext& ctx) {
                                n.thp));
   int64_t per_node = n.hugepages_2m_per_node;
   auto nodes = inference_nodes(ctx);
+  if (!ctx.partition_error.empty()) {
+    knobs.push_back(unsupported_knob(kStep, "hugepages", "/sys/devices/system/node",
+                                     "sized per inference node, but the profile's partition "
+                                     "does not fit this host: " +
+                                         ctx.partition_error));
+    return knobs;
+  }
   if (per_node < 0) {
     if (n.model_gb <= 0 || nodes.empty()) {
       auto k = check_knob(kStep, "2M hugepages", "hugepages-2M", "not reserved", "not reserved",

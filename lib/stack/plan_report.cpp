@@ -109,6 +109,7 @@ json plan_to_json(const Session& s, const std::vector<KnobPlan>& plans) {
             {"l3_domains", t.l3_domains.size()},
             {"cores", t.n_cores()},
             {"cpus", t.n_cpus()}};
+  partition["error"] = s.partition_error;
   return json{{"profile", s.profile.name}, {"host", host},   {"mismatches", s.mismatches},
               {"partition", partition},    {"steps", steps}, {"summary", summary}};
 }
@@ -119,6 +120,8 @@ std::string plan_to_text(const Session& s, const std::vector<KnobPlan>& plans) {
                                 s.profile.name, s.topo.cpu.brand.empty() ? "?" : s.topo.cpu.brand,
                                 s.topo.source, s.topo.sockets, s.topo.n_cores(), s.topo.n_cpus());
   for (const auto& m : s.mismatches) out += "  forced past mismatch: " + m + "\n";
+  if (!s.partition_error.empty())
+    out += "  partition does not fit this host: " + s.partition_error + "\n";
   out += fmt::format(
       "\nPartition: draft CPUs {} (nodes {}), verify CPUs {} (nodes {}), "
       "housekeeping CPUs {}\n",

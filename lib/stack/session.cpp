@@ -16,9 +16,19 @@ Session open_session(const SessionOptions& opts) {
   profile::Profile prof = profile::load_profile(opts.profile);
   auto match = profile::match_profile(prof, topo);
   profile::require_match(prof, topo, opts.force);
-  profile::ResolvedPartition part = profile::resolve_partition(prof, topo);
-  Session s{sys, std::move(topo), std::move(prof), std::move(part), steps, {}, match.mismatches};
-  StepContext ctx{s.sys, s.profile, s.topo, s.part};
+  profile::ResolvedPartition part;
+  std::string partition_error;
+  try {
+    part = profile::resolve_partition(prof, topo);
+  } catch (const profile::ProfileError& e) {
+    // Forced onto a host the profile was not written for: still plan what can
+    // be planned, and say why the rest cannot.
+    if (!opts.force) throw;
+    partition_error = e.what();
+  }
+  Session s{sys, std::move(topo),  std::move(prof), std::move(part), steps,
+            {},  match.mismatches, partition_error};
+  StepContext ctx{s.sys, s.profile, s.topo, s.part, partition_error};
   s.knobs = build_knobs(ctx, s.steps);
   return s;
 }

@@ -29,6 +29,7 @@ struct Session {
   std::vector<int> steps;
   std::vector<Knob> knobs;
   std::vector<std::string> mismatches;  // what --force overrode
+  std::string partition_error;          // forced: why the partition could not be resolved
 };
 
 // Throws profile::ProfileError, host::DiscoveryError or std::invalid_argument

@@ -69,6 +69,21 @@ std::vector<Knob> build_knobs(const StepContext& ctx, const std::vector<int>& st
   std::vector<Knob> all;
   for (int s : steps) {
     if (s < 1 || s > 8) continue;  // 9 is the checklist over the others
+    // Host-wide knobs (NPS, SMT, boost, NUMA balancing, THP) need no partition.
+    bool needs_partition = s >= 3;
+    if (needs_partition && !ctx.partition_error.empty()) {
+      const auto& info = all_steps()[static_cast<size_t>(s - 1)];
+      all.push_back(unsupported_knob(info.name, info.title, "/",
+                                     "needs the profile's partition, which does not fit this "
+                                     "host: " +
+                                         ctx.partition_error));
+      // CAT, cpufreq and prefetch also depend on what the host offers: say that
+      // too (their builders probe the host before looking at any CPU).
+      if (s >= 4 && s <= 6)
+        for (auto& k : builders[s - 1](ctx))
+          if (!k.unsupported.empty()) all.push_back(std::move(k));
+      continue;
+    }
     auto knobs = builders[s - 1](ctx);
     all.insert(all.end(), std::make_move_iterator(knobs.begin()),
                std::make_move_iterator(knobs.end()));

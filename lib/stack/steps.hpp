@@ -18,6 +18,9 @@ struct StepContext {
   const profile::Profile& profile;
   const host::Topology& topo;
   const profile::ResolvedPartition& part;
+  // Non-empty when the profile's partition does not fit this host and the
+  // command was forced: knobs that need the partition are unsupported with it.
+  std::string partition_error;
 };
 
 struct StepInfo {

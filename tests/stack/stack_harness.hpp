@@ -33,7 +33,7 @@ struct StackHost {
     part = stack_test_partition(profile, topo);
   }
   std::vector<stack::Knob> knobs(const std::string& steps = "") const {
-    stack::StepContext ctx{sys, profile, topo, part};
+    stack::StepContext ctx{sys, profile, topo, part, ""};
     return stack::build_knobs(ctx, stack::parse_steps(steps));
   }
 };

@@ -90,7 +90,7 @@ TEST_CASE("MSR writes refused without AMD + family + the PrefetchControl CPUID b
   CHECK(plans[0].status == PlanStatus::Change);
 
   auto refused = [&](host::Topology t, const std::string& why) {
-    StepContext ctx{h.sys, h.profile, t, h.part};
+    StepContext ctx{h.sys, h.profile, t, h.part, ""};
     auto knobs = build_knobs(ctx, {6});
     REQUIRE(knobs.size() == 1);
     CHECK(knobs[0].unsupported.find(why) != std::string::npos);
@@ -117,13 +117,13 @@ TEST_CASE("MSR writes refused without AMD + family + the PrefetchControl CPUID b
   dc.reason = "a guide said so";
   auto p = h.profile;
   p.prefetch.extra = {dc};
-  StepContext ctx{h.sys, p, h.topo, h.part};
+  StepContext ctx{h.sys, p, h.topo, h.part, ""};
   auto knobs = build_knobs(ctx, {6});
   CHECK(knobs.back().unsupported.find("0xC0011022") != std::string::npos);
   // Another MSR as prefetch.msr without a whitelist entry is refused.
   p.prefetch.extra.clear();
   p.prefetch.msr = 0xC0010015;
-  StepContext ctx2{h.sys, p, h.topo, h.part};
+  StepContext ctx2{h.sys, p, h.topo, h.part, ""};
   CHECK(build_knobs(ctx2, {6})[0].unsupported.find("not whitelisted") != std::string::npos);
 }
 
