@@ -49,10 +49,14 @@ int run_apply(const ApplyArgs& a, const GlobalOptions& g) {
   try {
     auto s = stack::open_session({g.sysroot, g.topology_xml, a.profile, a.steps, a.force});
     auto r = stack::apply_knobs(s.sys, s.knobs, {a.check, a.keep_going, s.profile.name});
-    if (a.json)
+    if (a.json) {
       fmt::print("{}\n", stack::to_json(r).dump(2));
-    else
+      if (!r.error.empty())
+        fmt::print(stderr, "epyctune apply: {}{}\n", r.error,
+                   r.rolled_back ? " (this run's changes were rolled back)" : "");
+    } else {
       print_text(r, a.check);
+    }
     return r.exit_code;
   } catch (const std::exception& e) {
     if (a.json)

@@ -5,8 +5,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "stack/apply.hpp"
 #include "stack/host_writes.hpp"
 #include "stack_harness.hpp"
 #include "tree_snapshot.hpp"
@@ -171,4 +173,29 @@ TEST_CASE("cli: crash of the real binary after the k-th write, then `epyctune re
     CHECK(r.out.find("stale lock") != std::string::npos);
     CHECK(testing::diff_trees(before, testing::snapshot_tree(h.dir.path(), &before)) == "");
   }
+}
+
+TEST_CASE("cli: a real write failure mid-apply rolls back and names knob, path and errno") {
+  testing::StackHost h("9354");
+  // A plain file where apply must create the verify group's directory: mkdir
+  // fails with EEXIST after bios, numa, isolation and the draft group were written.
+  { std::ofstream(h.dir.path() / "sys/fs/resctrl/epyctune-verify") << "in the way\n"; }
+  auto before = testing::snapshot_tree(h.dir.path());
+  auto r = run(with_root(h, {"apply", "--profile", "9354", "--json"}));
+  CHECK(r.code == stack::kExitFailed);
+  auto j = json::parse(r.out);
+  CHECK(j["rolled_back"] == true);
+  CHECK(j["changed"] == false);
+  std::string err = j["error"];
+  CHECK(err.find("cat/group epyctune-verify") != std::string::npos);
+  CHECK(err.find("sys/fs/resctrl/epyctune-verify") != std::string::npos);
+  CHECK(err.find("EEXIST") != std::string::npos);
+  CHECK(r.err.find("rolled back") != std::string::npos);
+  // Everything but epyctune's own journal and lock is as before.
+  auto after = testing::snapshot_tree(h.dir.path(), &before);
+  CHECK(after.entries.erase("var/lib/epyctune/journal") == 1);
+  CHECK(after.entries.erase("var/lib/epyctune/lock") == 1);
+  CHECK(testing::diff_trees(before, after) == "");
+  CHECK(run(with_root(h, {"revert"})).code == 0);
+  CHECK(testing::diff_trees(before, testing::snapshot_tree(h.dir.path(), &before)) == "");
 }

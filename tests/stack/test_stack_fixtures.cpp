@@ -159,3 +159,28 @@ TEST_CASE("9354: crash after every k-th write, then revert: byte-identical") {
     if (!diff.empty()) break;
   }
 }
+
+TEST_CASE("partial hugepage reservation is reported, not hidden") {
+  testing::StackHost h("9354");
+  // A kernel that cannot find enough free 2 MB pages reserves fewer and shows
+  // the smaller count; a plain file needs the test to play that part.
+  set_write_hooks({{}, [](const std::string& p) {
+                     if (p.find("hugepages-2048kB/nr_hugepages") != std::string::npos)
+                       std::ofstream(p) << "1000\n";
+                   }});
+  auto r = apply_knobs(h.sys, h.knobs("numa"), {});
+  clear_write_hooks();
+  CHECK(r.exit_code == kExitFailed);
+  bool seen = false;
+  for (const auto& o : r.knobs)
+    if (o.name == "node0 2M hugepages") {
+      seen = true;
+      CHECK(o.status == "mismatch");
+      CHECK(o.after == "1000");
+      CHECK(o.reason.find("reserved fewer 2M pages than asked") != std::string::npos);
+    }
+  CHECK(seen);
+  auto c = make_checklist(plan_knobs(h.sys, h.knobs("numa")), h.profile.name, false);
+  CHECK(c.failed == 1);
+  CHECK(revert_journal(h.sys).exit_code == kExitOk);
+}
