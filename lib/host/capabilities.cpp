@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cctype>
+#include <charconv>
 #include <sstream>
 
 #include "host/cpulist.hpp"
@@ -21,6 +23,12 @@ std::vector<std::string> words(const std::string& s) {
 std::string join(const std::vector<std::string>& v) {
   std::string out;
   for (const auto& s : v) out += (out.empty() ? "" : " ") + s;
+  return out;
+}
+
+int int_or(const std::optional<std::string>& v, int fallback) {
+  int out = fallback;
+  if (v) std::from_chars(v->data(), v->data() + v->size(), out);
   return out;
 }
 
@@ -104,8 +112,8 @@ void probe_resctrl(const Sysroot& r, const Topology& t, Capabilities& c) {
   c.resctrl.supported = true;
   if (c.resctrl_mounted) {
     c.cbm_mask = r.read_value("/sys/fs/resctrl/info/L3/cbm_mask").value_or("");
-    c.num_closids = std::stoi(r.read_value("/sys/fs/resctrl/info/L3/num_closids").value_or("0"));
-    c.min_cbm_bits = std::stoi(r.read_value("/sys/fs/resctrl/info/L3/min_cbm_bits").value_or("0"));
+    c.num_closids = int_or(r.read_value("/sys/fs/resctrl/info/L3/num_closids"), 0);
+    c.min_cbm_bits = int_or(r.read_value("/sys/fs/resctrl/info/L3/min_cbm_bits"), 0);
     c.resctrl.detail = fmt::format("mounted; cbm_mask {}, {} CLOSIDs, min_cbm_bits {}", c.cbm_mask,
                                    c.num_closids, c.min_cbm_bits);
   } else {
@@ -196,9 +204,9 @@ void probe_irqs(const Sysroot& r, Capabilities& c) {
     if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
     if (!r.exists("/proc/irq/" + name + "/smp_affinity_list")) continue;
     ++c.irqs;
-    if (auto d = r.read("/sys/kernel/debug/irq/irqs/" + name)) {
+    if (auto m = irq_is_managed(r, std::stoi(name))) {
       debugfs = true;
-      if (d->find("IRQD_AFFINITY_MANAGED") != std::string::npos) ++c.managed_irqs;
+      if (*m) ++c.managed_irqs;
     }
   }
   c.irq_affinity.supported = true;
@@ -209,6 +217,17 @@ void probe_irqs(const Sysroot& r, Capabilities& c) {
 }
 
 }  // namespace
+
+std::optional<bool> irq_is_managed(const Sysroot& root, int irq) {
+  std::optional<std::string> text;
+  try {
+    text = root.read(fmt::format("/sys/kernel/debug/irq/irqs/{}", irq));
+  } catch (const HostError&) {
+    return std::nullopt;  // debugfs is root-only: unreadable = unknown
+  }
+  if (!text) return std::nullopt;
+  return text->find("IRQD_AFFINITY_MANAGED") != std::string::npos;
+}
 
 std::string bracketed_choice(const std::string& v) {
   auto a = v.find('['), b = v.find(']');

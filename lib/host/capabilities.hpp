@@ -4,6 +4,7 @@
 // writable (fixtures are not privileged).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,12 @@ struct Capabilities {
 };
 
 Capabilities probe_capabilities(const Sysroot& root, const Topology& topo);
+
+// Whether an IRQ is kernel-managed (affinity writes fail with EIO), from the
+// generic-IRQ debugfs (sys/kernel/debug/irq/irqs/N, "IRQD_AFFINITY_MANAGED");
+// nullopt when that file is not there (debugfs not mounted or not built):
+// then only a write attempt tells.
+std::optional<bool> irq_is_managed(const Sysroot& root, int irq);
 
 // "always [madvise] never" -> "madvise"; "" if nothing is bracketed.
 std::string bracketed_choice(const std::string& sysfs_value);

@@ -4,6 +4,7 @@
 #include <libcpuid/libcpuid.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <sstream>
 

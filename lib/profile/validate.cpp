@@ -149,9 +149,14 @@ void check_host(const Profile& p, const host::Topology& t, Checker& c) {
 void check_resctrl(const Profile& p, const host::Sysroot& root, Checker& c) {
   auto mask = root.read_value("/sys/fs/resctrl/info/L3/cbm_mask");
   if (!mask || mask->empty()) return;  // resctrl not mounted: the cat step reports it
-  uint64_t full = std::stoull(*mask, nullptr, 16);
+  uint64_t full = 0;
   int min_bits = 1;
-  if (auto m = root.read_value("/sys/fs/resctrl/info/L3/min_cbm_bits")) min_bits = std::stoi(*m);
+  try {
+    full = std::stoull(*mask, nullptr, 16);
+    if (auto m = root.read_value("/sys/fs/resctrl/info/L3/min_cbm_bits")) min_bits = std::stoi(*m);
+  } catch (const std::logic_error&) {
+    return;  // unreadable resctrl info: the cat step reports the host, not the profile
+  }
   auto check = [&](const char* key, const std::string& cbm) {
     if (cbm == "all") return;
     uint64_t v = cbm_bits(cbm);

@@ -2,6 +2,8 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <set>
 
 #include "fixture/fixture_cache.hpp"
@@ -114,6 +116,29 @@ TEST_CASE("discover from an lstopo XML export of each fixture") {
     CHECK(t.cpu.source == "brand");
     CHECK(t.cpu.family == e.family);
     CHECK(t.cpu.model == e.model);
+  }
+  // An export made with the x86 backend carries the CPUID numbers as infos.
+  {
+    auto src = tmp.path() / "9354.xml";
+    std::ifstream in(src);
+    std::string xml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto pkg = xml.find("<object type=\"Package\"");
+    REQUIRE(pkg != std::string::npos);
+    auto end = xml.find(">\n", pkg) + 2;
+    xml.insert(end,
+               "<info name=\"CPUVendor\" value=\"AuthenticAMD\"/>\n"
+               "<info name=\"CPUFamilyNumber\" value=\"25\"/>\n"
+               "<info name=\"CPUModelNumber\" value=\"17\"/>\n"
+               "<info name=\"CPUStepping\" value=\"1\"/>\n");
+    auto dst = tmp.path() / "9354-x86.xml";
+    std::ofstream(dst) << xml;
+    host::DiscoverOptions opt;
+    opt.topology_xml = dst.string();
+    auto t = host::discover(host::Sysroot("/"), opt);
+    CHECK(t.cpu.source == "hwloc-xml");
+    CHECK(t.cpu.model == 0x11);
+    CHECK(t.cpu.stepping == 1);
+    CHECK(t.cpu.microarch == "zen4");
   }
   host::DiscoverOptions bad;
   bad.topology_xml = (tmp.path() / "missing.xml").string();

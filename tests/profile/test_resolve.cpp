@@ -95,3 +95,18 @@ TEST_CASE("require_match names both values unless forced") {
   CHECK_FALSE(m.matches);
   CHECK(m.mismatches.front().find("family: profile 25 (19h), host 26 (1Ah)") != std::string::npos);
 }
+
+TEST_CASE("housekeeping CPUs take their whole core out of the partition") {
+  auto p = load_profile("9354");
+  p.partition.housekeeping_cores = {};
+  p.partition.housekeeping_cpus = {37};  // SMT sibling of core 5
+  auto r = resolve_partition(p, topo("9354"));
+  CHECK(r.housekeeping_cores == std::vector<int>{5});
+  CHECK(format_cpulist(r.housekeeping_cpus) == "5,37");
+  CHECK(format_cpulist(r.draft_cpus) == "0-3");
+  CHECK(format_cpulist(r.verify_cpus) == "4,6-31");
+  // Domains in neither list go to housekeeping too.
+  p.partition.verify_l3 = {1, 2, 3, 4, 5, 6};
+  auto q = resolve_partition(p, topo("9354"));
+  CHECK(format_cpulist(q.housekeeping_cpus) == "5,28-31,37,60-63");
+}
