@@ -153,8 +153,9 @@ std::string render_checklist(const Checklist& c, ChecklistFormat f) {
                          {"actual", l.actual},
                          {"result", l.result},
                          {"reason", l.reason}});
-      nlohmann::json j{{"profile", c.profile}, {"ok", c.ok()},         {"passed", c.passed},
-                       {"failed", c.failed},   {"skipped", c.skipped}, {"checks", lines}};
+      nlohmann::json j{{"schema_version", 1}, {"profile", c.profile}, {"ok", c.ok()},
+                       {"passed", c.passed},  {"failed", c.failed},   {"skipped", c.skipped},
+                       {"checks", lines}};
       return j.dump(2) + "\n";
     }
     case ChecklistFormat::Markdown: {

@@ -110,8 +110,9 @@ json plan_to_json(const Session& s, const std::vector<KnobPlan>& plans) {
             {"cores", t.n_cores()},
             {"cpus", t.n_cpus()}};
   partition["error"] = s.partition_error;
-  return json{{"profile", s.profile.name}, {"host", host},   {"mismatches", s.mismatches},
-              {"partition", partition},    {"steps", steps}, {"summary", summary}};
+  return json{{"schema_version", 1},        {"profile", s.profile.name}, {"host", host},
+              {"mismatches", s.mismatches}, {"partition", partition},    {"steps", steps},
+              {"summary", summary}};
 }
 
 std::string plan_to_text(const Session& s, const std::vector<KnobPlan>& plans) {

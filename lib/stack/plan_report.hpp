@@ -1,6 +1,6 @@
 // `epyctune plan` output: the partition (per L3 domain: role, node, CPUs) and,
 // per step, every knob's current value, desired value and status. The JSON
-// form is stable (documented in docs of `epyctune plan --help`): see to_json.
+// form is stable and documented in docs/json/stack.md.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -13,7 +13,7 @@
 namespace epyctune::stack {
 
 // {
-//   "profile": "epyc-9754", "host": {source, brand, vendor, family, model, sockets,
+//   "schema_version": 1, "profile": "epyc-9754", "host": {source, brand, vendor, family, model, sockets,
 //     numa_nodes, l3_domains, cores, cpus}, "mismatches": [...],
 //   "partition": {draft_cpus, verify_cpus, housekeeping_cpus, idle_sibling_cpus (CPU-list
 //     strings), draft_nodes, verify_nodes (int arrays),

@@ -72,6 +72,24 @@ TEST_CASE("cli: plan/apply/verify/revert on the 9754 fixture, every output forma
   auto plan = run(with_root(h, {"plan", "--profile", "9754", "--json"}));
   REQUIRE_MESSAGE(plan.code == 0, plan.err);
   auto pj = json::parse(plan.out);
+  // The documented schema (docs/json/stack.md), key by key.
+  CHECK(pj["schema_version"] == 1);
+  for (const char* k : {"profile", "host", "mismatches", "partition", "steps", "summary"})
+    CHECK_MESSAGE(pj.contains(k), k);
+  for (const char* k : {"source", "brand", "vendor", "family", "model", "sockets", "numa_nodes",
+                        "l3_domains", "cores", "cpus"})
+    CHECK_MESSAGE(pj["host"].contains(k), k);
+  for (const char* k : {"draft_cpus", "verify_cpus", "housekeeping_cpus", "idle_sibling_cpus",
+                        "draft_nodes", "verify_nodes", "domains", "error"})
+    CHECK_MESSAGE(pj["partition"].contains(k), k);
+  for (const char* k : {"index", "cache_id", "socket", "node", "role", "cpus", "draft_cpus",
+                        "verify_cpus", "housekeeping_cpus"})
+    CHECK_MESSAGE(pj["partition"]["domains"][0].contains(k), k);
+  for (const char* k : {"number", "name", "title", "knobs"})
+    CHECK_MESSAGE(pj["steps"][0].contains(k), k);
+  for (const char* k : {"knob", "kind", "path", "current", "desired", "status", "reason"})
+    CHECK_MESSAGE(pj["steps"][0]["knobs"][0].contains(k), k);
+  CHECK(pj["partition"]["draft_cpus"] == "2-15");
   CHECK(pj["profile"] == "epyc-9754");
   CHECK(pj["partition"]["domains"].size() == 16);
   CHECK(pj["partition"]["domains"][0]["role"] == "draft");
