@@ -52,7 +52,13 @@ std::vector<Knob> boost_knobs(const StepContext& ctx) {
   std::string want = ctx.profile.bios.boost == "on" ? "1" : "0";
   if (ctx.sys.exists(kBoost)) return {value_knob(kStep, "boost", kBoost, Canon::Int, want)};
   std::vector<Knob> knobs;
-  for (int cpu : ctx.topo.online_cpus) {
+  // With SMT going off, the siblings go offline and their cpufreq dirs vanish.
+  std::vector<int> cpus;
+  if (ctx.profile.bios.smt == "off")
+    for (const auto& core : ctx.topo.cores) cpus.push_back(core.cpus.front());
+  else
+    cpus = ctx.topo.online_cpus;
+  for (int cpu : cpus) {
     std::string path = fmt::format("/sys/devices/system/cpu/cpu{}/cpufreq/boost", cpu);
     if (ctx.sys.exists(path))
       knobs.push_back(value_knob(kStep, fmt::format("cpu{} boost", cpu), path, Canon::Int, want));
