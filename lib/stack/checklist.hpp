@@ -1,0 +1,36 @@
+// Step 9, verification: a plan in which nothing should change, shown as a
+// checklist — every knob, expected, actual, pass/fail/skip — in the formats
+// operators feed to people and machines (table, json, md, junit, prometheus).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "stack/plan.hpp"
+
+namespace epyctune::stack {
+
+struct CheckLine {
+  std::string step, name, path;
+  std::string expected, actual;
+  std::string result;  // pass | fail | skip
+  std::string reason;
+};
+
+struct Checklist {
+  std::string profile;
+  std::vector<CheckLine> lines;
+  int passed = 0, failed = 0, skipped = 0;
+  bool ok() const { return failed == 0; }
+};
+
+// ignore_missing: unsupported knobs are skipped instead of failing.
+Checklist make_checklist(const std::vector<KnobPlan>& plans, const std::string& profile,
+                         bool ignore_missing);
+
+enum class ChecklistFormat { Table, Json, Markdown, Junit, Prometheus };
+// Throws std::invalid_argument listing the accepted names.
+ChecklistFormat parse_checklist_format(const std::string& name);
+std::string render_checklist(const Checklist& c, ChecklistFormat f);
+
+}  // namespace epyctune::stack

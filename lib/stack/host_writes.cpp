@@ -1,0 +1,133 @@
+#include "stack/host_writes.hpp"
+
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
+#include <mutex>
+
+namespace epyctune::stack {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Pseudo filesystems whose files are kernel interfaces (linux/magic.h).
+constexpr long kSysfsMagic = 0x62656572;
+constexpr long kProcMagic = 0x9fa0;
+constexpr long kResctrlMagic = 0x7655821;
+constexpr long kDebugfsMagic = 0x64626720;
+constexpr long kCgroup2Magic = 0x63677270;
+
+std::mutex g_mu;
+WriteHooks g_hooks;
+std::atomic<uint64_t> g_count{0};
+std::atomic<uint64_t> g_crash_after{0};
+std::once_flag g_env_once;
+
+void load_env() {
+  std::call_once(g_env_once, [] {
+    if (const char* v = std::getenv("EPYCTUNE_TEST_CRASH_AFTER_WRITES")) {
+      char* end = nullptr;
+      unsigned long long k = std::strtoull(v, &end, 10);
+      if (end && *end == '\0' && g_crash_after.load() == 0) g_crash_after = k;
+    }
+  });
+}
+
+WriteHooks hooks() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_hooks;
+}
+
+template <typename F>
+void counted(const host::Sysroot& sys, std::string_view path, F&& op) {
+  load_env();
+  auto resolved = sys.resolve(path).string();
+  auto h = hooks();
+  if (h.before) h.before(resolved);
+  op();
+  uint64_t n = ++g_count;
+  if (h.after) h.after(resolved);
+  uint64_t k = g_crash_after.load();
+  if (k != 0 && n == k) ::_exit(kCrashExitCode);
+}
+
+}  // namespace
+
+bool is_kernel_fs(const host::Sysroot& sys, std::string_view host_path) {
+  fs::path p = sys.resolve(host_path);
+  struct statfs st {};
+  while (true) {
+    if (::statfs(p.c_str(), &st) == 0) break;
+    if (!p.has_parent_path() || p.parent_path() == p) return false;
+    p = p.parent_path();
+  }
+  long t = static_cast<long>(st.f_type);
+  return t == kSysfsMagic || t == kProcMagic || t == kResctrlMagic || t == kDebugfsMagic ||
+         t == kCgroup2Magic;
+}
+
+void host_write(const host::Sysroot& sys, std::string_view path, std::string_view data) {
+  counted(sys, path, [&] { sys.write(path, data); });
+}
+
+void host_write_file(const host::Sysroot& sys, std::string_view path, std::string_view data) {
+  counted(sys, path, [&] { sys.write_file_atomic(path, data); });
+}
+
+void host_remove_file(const host::Sysroot& sys, std::string_view path) {
+  counted(sys, path, [&] { sys.remove_file(path); });
+}
+
+void host_make_dir(const host::Sysroot& sys, std::string_view path) {
+  counted(sys, path, [&] { sys.make_dir(path); });
+}
+
+void host_remove_dir(const host::Sysroot& sys, std::string_view path) {
+  counted(sys, path, [&] {
+    if (!is_kernel_fs(sys, path)) {
+      // A plain directory: only a group we created reaches here (revert of a
+      // Dir knob whose original was absent), so its files are ours too.
+      for (const auto& name : sys.list(path)) {
+        std::string child = std::string(path) + "/" + name;
+        if (sys.is_dir(child))
+          host_remove_dir(sys, child);
+        else
+          sys.remove_file(child);
+      }
+    }
+    sys.remove_dir(path);
+  });
+}
+
+void host_write_msr(const host::Sysroot& sys, int cpu, uint32_t address, uint64_t value) {
+  counted(sys, sys.msr_path(cpu), [&] { sys.write_msr(cpu, address, value); });
+}
+
+void set_write_hooks(WriteHooks h) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_hooks = std::move(h);
+}
+
+void clear_write_hooks() {
+  set_write_hooks({});
+}
+
+uint64_t write_count() {
+  return g_count.load();
+}
+void reset_write_count() {
+  g_count = 0;
+}
+
+void set_crash_after_writes(uint64_t k) {
+  load_env();
+  g_crash_after = k == 0 ? 0 : g_count.load() + k;
+}
+
+}  // namespace epyctune::stack

@@ -1,0 +1,106 @@
+// Step 2: NUMA policy (automatic balancing off, transparent hugepage mode) and
+// per-node hugepage reservations sized for the model.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "stack/steps.hpp"
+
+namespace epyctune::stack {
+
+namespace {
+
+constexpr const char* kStep = "numa";
+
+std::vector<int> inference_nodes(const StepContext& ctx) {
+  std::vector<int> nodes = ctx.part.draft_nodes;
+  nodes.insert(nodes.end(), ctx.part.verify_nodes.begin(), ctx.part.verify_nodes.end());
+  std::sort(nodes.begin(), nodes.end());
+  nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+  return nodes;
+}
+
+uint64_t node_memory(const StepContext& ctx, int node) {
+  for (const auto& n : ctx.topo.numa_nodes)
+    if (n.os_index == node) return n.memory_bytes;
+  return 0;
+}
+
+void add_hugepages(const StepContext& ctx, std::vector<Knob>& knobs, uint64_t page_kb,
+                   int64_t per_node, const std::string& field) {
+  std::string size = page_kb == 2048 ? "2M" : "1G";
+  for (int node : inference_nodes(ctx)) {
+    std::string dir =
+        fmt::format("/sys/devices/system/node/node{}/hugepages/hugepages-{}kB", node, page_kb);
+    std::string name = fmt::format("node{} {} hugepages", node, size);
+    if (!ctx.sys.is_dir(dir)) {
+      knobs.push_back(unsupported_knob(
+          kStep, name, dir,
+          fmt::format("{} pages are not available on node {} (no {}): {}", size, node, dir,
+                      page_kb == 2048 ? "kernel without hugetlbfs"
+                                      : "boot with hugepagesz=1G, or the CPU lacks pdpe1gb")));
+      continue;
+    }
+    uint64_t bytes = static_cast<uint64_t>(per_node) * page_kb * 1024;
+    uint64_t mem = node_memory(ctx, node);
+    if (mem > 0 && bytes > mem / 10 * 9) {
+      knobs.push_back(unsupported_knob(
+          kStep, name, dir,
+          fmt::format("profile {} asks {} x {} pages = {:.1f} GiB on node {}, which has only "
+                      "{:.1f} GiB: lower it or set numa.model_gb",
+                      field, per_node, size, bytes / 1073741824.0, node, mem / 1073741824.0)));
+      continue;
+    }
+    auto k = value_knob(kStep, name, dir + "/nr_hugepages", Canon::Int, std::to_string(per_node));
+    k.mismatch_hint = fmt::format(
+        "the kernel reserved fewer {} pages than asked on node {} (memory there is in use or "
+        "fragmented): free memory and apply again, or reserve at boot with hugepagesz={} "
+        "hugepages={}",
+        size, node, size, per_node * static_cast<int64_t>(inference_nodes(ctx).size()));
+    knobs.push_back(std::move(k));
+  }
+}
+
+}  // namespace
+
+std::vector<Knob> numa_knobs(const StepContext& ctx) {
+  const auto& n = ctx.profile.numa;
+  std::vector<Knob> knobs;
+  knobs.push_back(value_knob(kStep, "numa_balancing", "/proc/sys/kernel/numa_balancing", Canon::Int,
+                             n.numa_balancing ? "1" : "0"));
+  if (n.thp != "keep")
+    knobs.push_back(value_knob(kStep, "transparent hugepages",
+                               "/sys/kernel/mm/transparent_hugepage/enabled", Canon::Choice,
+                               n.thp));
+  int64_t per_node = n.hugepages_2m_per_node;
+  auto nodes = inference_nodes(ctx);
+  if (!ctx.partition_error.empty()) {
+    knobs.push_back(unsupported_knob(kStep, "hugepages", "/sys/devices/system/node",
+                                     "sized per inference node, but the profile's partition "
+                                     "does not fit this host: " +
+                                         ctx.partition_error));
+    return knobs;
+  }
+  if (per_node < 0) {
+    if (n.model_gb <= 0 || nodes.empty()) {
+      auto k = check_knob(kStep, "2M hugepages", "hugepages-2M", "not reserved", "not reserved",
+                          "numa.hugepages_2m_per_node is auto and numa.model_gb is 0: set the "
+                          "model size to reserve hugepages for it");
+      k.informational = true;
+      knobs.push_back(std::move(k));
+      per_node = 0;
+    } else {
+      // The weights are spread over the inference nodes; headroom covers the KV cache.
+      double bytes = n.model_gb * 1073741824.0 * n.hugepage_headroom;
+      per_node = static_cast<int64_t>(
+          std::ceil(bytes / static_cast<double>(nodes.size()) / (2.0 * 1048576.0)));
+    }
+  }
+  if (per_node > 0) add_hugepages(ctx, knobs, 2048, per_node, "numa.hugepages_2m_per_node");
+  if (n.hugepages_1g_per_node > 0)
+    add_hugepages(ctx, knobs, 1048576, n.hugepages_1g_per_node, "numa.hugepages_1g_per_node");
+  return knobs;
+}
+
+}  // namespace epyctune::stack

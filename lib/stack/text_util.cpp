@@ -1,0 +1,163 @@
+#include "stack/text_util.hpp"
+
+#include <cctype>
+#include <charconv>
+#include <sstream>
+#include <stdexcept>
+#include <vector>
+
+namespace epyctune::stack {
+
+std::string trim(std::string_view s) {
+  size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return std::string(s.substr(b, e - b));
+}
+
+uint64_t parse_u64(std::string_view text) {
+  std::string t = trim(text);
+  int base = 10;
+  std::string_view digits = t;
+  if (digits.size() > 2 && digits[0] == '0' && (digits[1] == 'x' || digits[1] == 'X')) {
+    base = 16;
+    digits.remove_prefix(2);
+  }
+  uint64_t v = 0;
+  auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v, base);
+  if (ec != std::errc() || ptr != digits.data() + digits.size() || digits.empty())
+    throw std::invalid_argument("not a number: '" + t + "'");
+  return v;
+}
+
+namespace {
+
+// Line boundaries: [begin, end) of each line including its '\n'.
+std::vector<std::pair<size_t, size_t>> lines_of(const std::string& s) {
+  std::vector<std::pair<size_t, size_t>> out;
+  size_t b = 0;
+  while (b < s.size()) {
+    size_t nl = s.find('\n', b);
+    size_t e = nl == std::string::npos ? s.size() : nl + 1;
+    out.emplace_back(b, e);
+    b = e;
+  }
+  return out;
+}
+
+bool is_header(std::string_view line) {
+  auto t = trim(line);
+  return t.size() >= 2 && t.front() == '[';
+}
+
+// [begin, end) of the section in `file`, or npos.
+std::pair<size_t, size_t> section_span(const std::string& file, const std::string& name) {
+  auto lines = lines_of(file);
+  std::string header = "[" + name + "]";
+  for (size_t i = 0; i < lines.size(); ++i) {
+    auto [b, e] = lines[i];
+    if (trim(std::string_view(file).substr(b, e - b)) != header) continue;
+    size_t end = file.size();
+    for (size_t k = i + 1; k < lines.size(); ++k)
+      if (is_header(
+              std::string_view(file).substr(lines[k].first, lines[k].second - lines[k].first))) {
+        end = lines[k].first;
+        break;
+      }
+    return {b, end};
+  }
+  return {std::string::npos, std::string::npos};
+}
+
+}  // namespace
+
+std::optional<std::string> toml_section(const std::string& file, const std::string& name) {
+  auto [b, e] = section_span(file, name);
+  if (b == std::string::npos) return std::nullopt;
+  return file.substr(b, e - b);
+}
+
+std::string replace_toml_section(const std::string& file, const std::string& name,
+                                 const std::string& text) {
+  auto [b, e] = section_span(file, name);
+  if (b != std::string::npos) return file.substr(0, b) + text + file.substr(e);
+  std::string out = file;
+  if (!out.empty() && out.back() != '\n') out += '\n';
+  return out + text;
+}
+
+namespace {
+
+struct L3Line {
+  size_t begin = std::string::npos;  // start of the token list (after "L3:")
+  size_t end = 0;                    // end of the token list (before the newline)
+};
+
+L3Line find_l3(const std::string& file) {
+  for (auto [b, e] : lines_of(file)) {
+    size_t p = b;
+    while (p < e && (file[p] == ' ' || file[p] == '\t')) ++p;
+    if (file.compare(p, 3, "L3:") != 0) continue;
+    size_t end = e;
+    while (end > p && (file[end - 1] == '\n' || file[end - 1] == '\r')) --end;
+    return {p + 3, end};
+  }
+  return {};
+}
+
+}  // namespace
+
+std::optional<std::string> schemata_domain(const std::string& file, int domain) {
+  auto l3 = find_l3(file);
+  if (l3.begin == std::string::npos) return std::nullopt;
+  std::stringstream ss(file.substr(l3.begin, l3.end - l3.begin));
+  std::string tok;
+  while (std::getline(ss, tok, ';')) {
+    auto eq = tok.find('=');
+    if (eq == std::string::npos) continue;
+    if (trim(tok.substr(0, eq)) == std::to_string(domain)) return trim(tok.substr(eq + 1));
+  }
+  return std::nullopt;
+}
+
+std::string merge_schemata_domain(const std::string& file, int domain, const std::string& mask) {
+  auto l3 = find_l3(file);
+  if (l3.begin == std::string::npos)
+    return "L3:" + std::to_string(domain) + "=" + mask + "\n" + file;
+  std::string list = file.substr(l3.begin, l3.end - l3.begin);
+  std::string out;
+  bool found = false;
+  size_t b = 0;
+  while (b <= list.size()) {
+    size_t semi = list.find(';', b);
+    size_t e = semi == std::string::npos ? list.size() : semi;
+    std::string tok = list.substr(b, e - b);
+    auto eq = tok.find('=');
+    if (eq != std::string::npos && trim(tok.substr(0, eq)) == std::to_string(domain)) {
+      tok = tok.substr(0, eq + 1) + mask;
+      found = true;
+    }
+    out += tok;
+    if (semi == std::string::npos) break;
+    out += ';';
+    b = semi + 1;
+  }
+  if (!found) out += (out.empty() ? "" : ";") + std::to_string(domain) + "=" + mask;
+  return file.substr(0, l3.begin) + out + file.substr(l3.end);
+}
+
+std::optional<std::string> cmdline_param(const std::string& cmdline, const std::string& name) {
+  std::stringstream ss(cmdline);
+  std::string tok;
+  std::optional<std::string> found;
+  // The kernel honours the last occurrence of a repeated parameter.
+  while (ss >> tok) {
+    if (tok == name) found = "";
+    if (tok.size() > name.size() && tok.compare(0, name.size(), name) == 0 &&
+        tok[name.size()] == '=')
+      found = tok.substr(name.size() + 1);
+  }
+  return found;
+}
+
+}  // namespace epyctune::stack
