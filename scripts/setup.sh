@@ -41,9 +41,18 @@ build() {
 main_job() {
   local dir=${BUILD_DIR:-build}
   echo "== epyctune detect (this host, read-only)"
-  "$dir/epyctune" detect
+  "$dir/apps/epyctune/epyctune" detect
   echo "== epyctune plan --profile 9754 --force (read-only)"
-  "$dir/epyctune" plan --profile 9754 --force
+  "$dir/apps/epyctune/epyctune" plan --profile 9754 --force
+  # The engine on a generated model (models are never committed): a 1B-shape
+  # Q4_0 llama, a greedy generation, and the decode/verify bench with its roofline.
+  local model="$dir/models/demo-1b-q4_0.gguf"
+  mkdir -p "$dir/models"
+  [[ -s $model ]] || "$dir/apps/epyctune-engine/epyctune-engine" mkmodel "$model" --shape 1b --quant q4_0 --seed 1
+  echo "== epyctune-engine generate (greedy, prompt lookup drafts)"
+  "$dir/apps/epyctune-engine/epyctune-engine" generate --model "$model" --prompt "The quick brown fox" -n 32 --lookup 2
+  echo "== epyctune-engine bench (decode and K=8 verify vs the memory roofline)"
+  "$dir/apps/epyctune-engine/epyctune-engine" bench --model "$model" --batch 1,8 -n 2 --repeat 3
 }
 
 install_deps
