@@ -5,6 +5,7 @@
 
 #include "engine/kernels/blocks.hpp"
 #include "engine/kernels/kernel_table.hpp"
+#include "engine/kernels/tile_driver.hpp"
 
 namespace epyctune::engine::kernels::detail {
 namespace {
@@ -87,30 +88,11 @@ void row_tile(const uint8_t* row, int64_t k, const float* const* x, float* out) 
 template <F kF>
 void matmul(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
             int64_t r0, int64_t r1) {
-  for (int t0 = 0; t0 < acts.n_tokens; t0 += kMaxTokens) {
-    const int nt = acts.n_tokens - t0 < kMaxTokens ? acts.n_tokens - t0 : kMaxTokens;
-    const float* x[kMaxTokens];
-    for (int t = 0; t < nt; ++t) x[t] = reinterpret_cast<const float*>(acts.row(t0 + t));
-    float out[kMaxTokens];
-    for (int64_t r = r0; r < r1; ++r) {
-      const uint8_t* row = w + static_cast<size_t>(r) * w_row_bytes;
-      switch (nt) {
-        case 1:
-          row_tile<kF, 1>(row, acts.k, x, out);
-          break;
-        case 2:
-          row_tile<kF, 2>(row, acts.k, x, out);
-          break;
-        case 3:
-          row_tile<kF, 3>(row, acts.k, x, out);
-          break;
-        default:
-          row_tile<kF, 4>(row, acts.k, x, out);
-          break;
-      }
-      for (int t = 0; t < nt; ++t) y[(t0 + t) * ldy + r] = out[t];
-    }
-  }
+  drive_tiles<kMaxTokens, float>(
+      w, w_row_bytes, acts, y, ldy, r0, r1,
+      [&](auto T, const uint8_t* row, const float* const* rows, float* out) {
+        row_tile<kF, decltype(T)::value>(row, acts.k, rows, out);
+      });
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include "engine/kernels/blocks.hpp"
 #include "engine/kernels/kernel_table.hpp"
+#include "engine/kernels/tile_driver.hpp"
 
 namespace epyctune::engine::kernels::detail {
 namespace {
@@ -95,30 +96,11 @@ void row_tile(const uint8_t* row, int64_t nsb, const uint8_t* const* arows, floa
 void matmul(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
             int64_t r0, int64_t r1) {
   const int64_t nsb = acts.k / 256;
-  for (int t0 = 0; t0 < acts.n_tokens; t0 += kMaxTokens) {
-    const int nt = acts.n_tokens - t0 < kMaxTokens ? acts.n_tokens - t0 : kMaxTokens;
-    const uint8_t* arows[kMaxTokens];
-    for (int t = 0; t < nt; ++t) arows[t] = acts.row(t0 + t);
-    float out[kMaxTokens];
-    for (int64_t r = r0; r < r1; ++r) {
-      const uint8_t* row = w + static_cast<size_t>(r) * w_row_bytes;
-      switch (nt) {
-        case 1:
-          row_tile<1>(row, nsb, arows, out);
-          break;
-        case 2:
-          row_tile<2>(row, nsb, arows, out);
-          break;
-        case 3:
-          row_tile<3>(row, nsb, arows, out);
-          break;
-        default:
-          row_tile<4>(row, nsb, arows, out);
-          break;
-      }
-      for (int t = 0; t < nt; ++t) y[(t0 + t) * ldy + r] = out[t];
-    }
-  }
+  drive_tiles<kMaxTokens, uint8_t>(
+      w, w_row_bytes, acts, y, ldy, r0, r1,
+      [&](auto T, const uint8_t* row, const uint8_t* const* rows, float* out) {
+        row_tile<decltype(T)::value>(row, nsb, rows, out);
+      });
 }
 
 }  // namespace
