@@ -44,6 +44,8 @@ struct BenchOptions {
   int ctx = 32;
   bool json = false;
   bool hugepages = false;
+  bool mmap = false;
+  bool no_pack = false;
   std::string numa = "none";
   std::string kv = "f16";
   std::string isa;
@@ -104,6 +106,10 @@ int run_bench(const BenchOptions& o) {
     mo.prefault = true;
     mo.hugepages = o.hugepages;
     mo.numa = runtime::parse_numa_policy(o.numa);
+    mo.copy_weights = !o.mmap;
+    mo.pack_weights = !o.no_pack;
+    if (o.mmap && (o.hugepages || mo.numa != runtime::NumaPolicy::none))
+      throw std::invalid_argument("--mmap uses the file mapping in place: drop --hugepages/--numa");
     if (o.kv != "f16" && o.kv != "f32") throw std::invalid_argument("--kv: expected f16 or f32");
     mo.kv_type = o.kv == "f16" ? GgmlType::F16 : GgmlType::F32;
     int max_k = *std::max_element(o.batches.begin(), o.batches.end());
@@ -217,6 +223,7 @@ int run_bench(const BenchOptions& o) {
                  {"file_bytes", file_bytes},
                  {"file_read_gbps", file_bytes / read_s / 1e9},
                  {"pages", runtime::page_kind_name(lr.pages)},
+                 {"packed_bytes", lr.packed_bytes},
                  {"note", lr.page_note}};
     j["placement"] = model->placement_summary();
     j["pool"] = {{"regions_per_token_pass", regions_per_pass}, {"empty_region_us", region_us}};
@@ -243,6 +250,9 @@ int run_bench(const BenchOptions& o) {
         " ({}); plain read() of the file {:.2f} s ({:.2f} GB/s)\n",
         load_s, lr.open_s, lr.copy_s, lr.prefault_s, runtime::page_kind_name(lr.pages), read_s,
         file_bytes / read_s / 1e9);
+    fmt::print("layout     {:.2f} GB of {:.2f} GB weights repacked to packed16{}\n",
+               lr.packed_bytes / 1e9, lr.weight_bytes / 1e9,
+               o.mmap ? " (--mmap: ggml layout in place)" : "");
     if (!lr.page_note.empty()) fmt::print("note       {}\n", lr.page_note);
     fmt::print("pool       {} parallel regions per single-token pass, {:.2f} us per empty region\n",
                regions_per_pass, region_us);
@@ -271,6 +281,9 @@ void add_bench_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_flag("--json", o->json, "one JSON document");
   cmd->add_flag("--hugepages", o->hugepages, "copy the weights into 2 MiB pages (else THP)");
   cmd->add_option("--numa", o->numa, "weight placement: none|interleave|split|local");
+  cmd->add_flag("--mmap", o->mmap,
+                "use the weights in place from the file mapping (no copy, no repacking)");
+  cmd->add_flag("--no-pack", o->no_pack, "copy the weights but keep ggml's row layout");
   cmd->add_option("--kv", o->kv, "KV cache type: f16|f32");
   cmd->add_option("--isa", o->isa, "force kernels: scalar|avx2|avx512|avx512vnni");
   cmd->add_option("--bw-mib", o->bw_mib, "bandwidth probe buffer (MiB)")

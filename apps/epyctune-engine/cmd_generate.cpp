@@ -38,6 +38,7 @@ struct GenerateArgs {
   int draft_len = 4;
   std::string spec_mode = "auto";
   bool json = false;
+  bool mmap = false;
 };
 
 double seconds(Clock::time_point a, Clock::time_point b) {
@@ -103,6 +104,10 @@ int run_generate(const GenerateArgs& a) {
   eng::ModelOptions mo;
   mo.n_ctx = a.n_ctx;
   if (partitioned) mo.numa = eng::runtime::NumaPolicy::local;
+  if (a.mmap) {
+    mo.copy_weights = false;
+    mo.numa = eng::runtime::NumaPolicy::none;
+  }
   const auto t_load = Clock::now();
   auto target = eng::LlamaModel::load(a.model, *verify_pool, mo);
   std::unique_ptr<eng::LlamaModel> draft;
@@ -223,6 +228,9 @@ void add_generate_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_option("--spec-mode", args->spec_mode, "partitioned | shared | auto")
       ->capture_default_str();
   cmd->add_flag("--json", args->json, "Print one JSON object instead of streaming text");
+  cmd->add_flag("--mmap", args->mmap,
+                "Use the weights in place from the file mapping (no copy, no NUMA placement, no "
+                "repacking)");
   cmd->callback([args, &global] {
     try {
       global.exit_code = run_generate(*args);

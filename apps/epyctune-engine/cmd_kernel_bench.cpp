@@ -27,6 +27,7 @@ struct BenchOptions {
   std::vector<std::string> types = {"q4_0", "q8_0", "q4_k", "q6_k"};
   std::vector<std::string> isas;  // default: all available
   std::vector<int> tokens = {1, 8};
+  std::vector<std::string> layouts = {"ggml", "packed16"};
   int64_t cols = 4096;
   int64_t rows = 0;  // 0: enough rows for --mb
   int mb = 512;
@@ -174,9 +175,9 @@ int run_bench(const BenchOptions& o) {
       "(GB/s = weight bytes / median wall time; cpuGB/s = weight bytes / busiest thread's\n"
       " CPU time; bestGB/s = weight bytes / fastest pass: robust when others share the cores;\n"
       " prep_us = prepare_acts time per token row)\n");
-  fmt::print("{:<6} {:<11} {:>6} {:>8} {:>7} {:>9} {:>8} {:>8} {:>8} {:>7} {:>8}\n", "type", "isa",
-             "tokens", "rows", "cols", "ms/pass", "GB/s", "cpuGB/s", "bestGB/s", "%probe",
-             "prep_us");
+  fmt::print("{:<6} {:<8} {:<11} {:>6} {:>8} {:>7} {:>9} {:>8} {:>8} {:>8} {:>7} {:>8}\n", "type",
+             "layout", "isa", "tokens", "rows", "cols", "ms/pass", "GB/s", "cpuGB/s", "bestGB/s",
+             "%probe", "prep_us");
   std::mt19937 rng(1);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   for (const auto& tname : o.types) {
@@ -205,41 +206,60 @@ int run_bench(const BenchOptions& o) {
     }
     for (int64_t r = 16; r < rows; ++r)
       std::memcpy(&w[r * row_bytes], &w[(r % 16) * row_bytes], row_bytes);
+    std::vector<k::WeightLayout> layouts;
+    for (const auto& l : o.layouts) {
+      if (l == "ggml") {
+        layouts.push_back(k::WeightLayout::ggml);
+      } else if (l == "packed16") {
+        if (k::has_packed_layout(t)) layouts.push_back(k::WeightLayout::packed16);
+      } else {
+        fmt::print(stderr, "kernel-bench: unknown --layout '{}' (ggml, packed16)\n", l);
+        return 2;
+      }
+    }
+    std::vector<uint8_t> wp;
+    if (std::find(layouts.begin(), layouts.end(), k::WeightLayout::packed16) != layouts.end()) {
+      wp = w;
+      k::pack_rows(t, wp.data(), row_bytes, rows, cols);
+    }
     for (int nt : o.tokens) {
       std::vector<float> x(static_cast<size_t>(nt * cols));
       for (auto& v : x) v = dist(rng);
       std::vector<float> y(static_cast<size_t>(nt * rows));
-      for (k::Isa isa : isas) {
-        k::set_isa(isa);
-        k::Acts acts;
-        k::prepare_acts(t, x.data(), nt, cols, acts);
-        auto pass = [&](int i) {
-          const int64_t r0 = rows * i / o.threads, r1 = rows * (i + 1) / o.threads;
-          k::matmul_rows(t, w.data(), row_bytes, acts, y.data(), rows, r0, r1);
-        };
-        // Scalar is slow: one pass tells its speed well enough.
-        const int reps = isa == k::Isa::scalar ? 1 : o.repeat;
-        timed_parallel(o.threads, pass);  // warm-up
-        std::vector<Timing> times;
-        for (int r = 0; r < reps; ++r) times.push_back(timed_parallel(o.threads, pass));
-        const Timing s = median(times);
-        const double gbs = static_cast<double>(w.size()) / s.wall / 1e9;
-        const double cgbs = static_cast<double>(w.size()) / s.cpu / 1e9;
-        const double bgbs = static_cast<double>(w.size()) / s.best / 1e9;
-        // Activation quantization cost, per token row (once per matmul).
-        std::vector<double> prep;
-        for (int r = 0; r < 5; ++r) {
-          const auto p0 = Clock::now();
+      for (k::WeightLayout layout : layouts)
+        for (k::Isa isa : isas) {
+          k::set_isa(isa);
+          const uint8_t* wl = layout == k::WeightLayout::packed16 ? wp.data() : w.data();
+          k::Acts acts;
           k::prepare_acts(t, x.data(), nt, cols, acts);
-          prep.push_back(std::chrono::duration<double>(Clock::now() - p0).count() / nt);
+          auto pass = [&](int i) {
+            const int64_t r0 = rows * i / o.threads, r1 = rows * (i + 1) / o.threads;
+            k::matmul_rows(t, layout, wl, row_bytes, acts, y.data(), rows, r0, r1);
+          };
+          // Scalar is slow: one pass tells its speed well enough.
+          const int reps = isa == k::Isa::scalar ? 1 : o.repeat;
+          timed_parallel(o.threads, pass);  // warm-up
+          std::vector<Timing> times;
+          for (int r = 0; r < reps; ++r) times.push_back(timed_parallel(o.threads, pass));
+          const Timing s = median(times);
+          const double gbs = static_cast<double>(w.size()) / s.wall / 1e9;
+          const double cgbs = static_cast<double>(w.size()) / s.cpu / 1e9;
+          const double bgbs = static_cast<double>(w.size()) / s.best / 1e9;
+          // Activation quantization cost, per token row (once per matmul).
+          std::vector<double> prep;
+          for (int r = 0; r < 5; ++r) {
+            const auto p0 = Clock::now();
+            k::prepare_acts(t, x.data(), nt, cols, acts);
+            prep.push_back(std::chrono::duration<double>(Clock::now() - p0).count() / nt);
+          }
+          std::sort(prep.begin(), prep.end());
+          fmt::print(
+              "{:<6} {:<8} {:<11} {:>6} {:>8} {:>7} {:>9.3f} {:>8.1f} {:>8.1f} {:>8.1f} {:>6.0f}% "
+              "{:>8.1f}\n",
+              tname, layout == k::WeightLayout::packed16 ? "packed16" : "ggml", k::isa_name(isa),
+              nt, rows, cols, s.wall * 1e3, gbs, cgbs, bgbs, 100.0 * gbs / probe,
+              prep.front() * 1e6);
         }
-        std::sort(prep.begin(), prep.end());
-        fmt::print(
-            "{:<6} {:<11} {:>6} {:>8} {:>7} {:>9.3f} {:>8.1f} {:>8.1f} {:>8.1f} {:>6.0f}% "
-            "{:>8.1f}\n",
-            tname, k::isa_name(isa), nt, rows, cols, s.wall * 1e3, gbs, cgbs, bgbs,
-            100.0 * gbs / probe, prep.front() * 1e6);
-      }
     }
   }
   return 0;
@@ -252,6 +272,9 @@ void add_kernel_bench_command(CLI::App& app, GlobalOptions& global) {
       ->delimiter(',');
   cmd->add_option("--isa", opts->isas, "ISAs to run (default: all this CPU has)")->delimiter(',');
   cmd->add_option("--tokens", opts->tokens, "token batch sizes")->delimiter(',');
+  cmd->add_option("--layout", opts->layouts,
+                  "weight row layouts: ggml, packed16 (Q4_0/Q8_0 repacked at load)")
+      ->delimiter(',');
   cmd->add_option("--cols", opts->cols, "k: elements per weight row");
   cmd->add_option("--rows", opts->rows, "weight rows (default: fill --mb)");
   cmd->add_option("--mb", opts->mb, "weight matrix and probe size in MiB")

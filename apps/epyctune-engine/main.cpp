@@ -4,7 +4,8 @@
 #include "apps/epyctune-engine/commands.hpp"
 
 int main(int argc, char** argv) {
-  CLI::App app{"epyctune-engine: llama-family GGUF inference with CCD-partitioned speculative decoding"};
+  CLI::App app{
+      "epyctune-engine: llama-family GGUF inference with CCD-partitioned speculative decoding"};
   app.require_subcommand(1);
   epyctune::engine_cli::GlobalOptions global;
   for (auto* reg : epyctune::engine_cli::registry()) reg(app, global);

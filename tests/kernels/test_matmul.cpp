@@ -2,6 +2,7 @@
 // of every available ISA with the scalar oracle (the determinism guarantee).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -221,4 +222,86 @@ TEST_CASE("matmul_rows rejects activations prepared for another type") {
                   std::invalid_argument);
   CHECK_THROWS_AS(prepare_acts(GgmlType::Q4_K, x.data(), 1, 64, acts), std::invalid_argument);
   CHECK_THROWS(set_isa(static_cast<Isa>(static_cast<int>(best_isa()) + 1)));
+}
+
+TEST_CASE("packed16 rows: a byte permutation that pack/unpack undo") {
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0}) {
+    for (int64_t k : {32, 512, 544, 1056}) {
+      CAPTURE(static_cast<int>(t));
+      CAPTURE(k);
+      const Weights w = make_weights(t, 3, k, 21);
+      auto p = w.data;
+      pack_rows(t, p.data(), w.row_bytes, 3, k);
+      // Blocks before the first full group of 16 are moved, the rest stay put.
+      if (k >= 512)
+        CHECK(std::memcmp(p.data(), w.data.data(), 16 * (w.row_bytes / (k / 32))) != 0);
+      else
+        CHECK(p == w.data);
+      auto sorted_a = w.data, sorted_b = p;
+      std::sort(sorted_a.begin(), sorted_a.end());
+      std::sort(sorted_b.begin(), sorted_b.end());
+      CHECK(sorted_a == sorted_b);
+      unpack_rows(t, p.data(), w.row_bytes, 3, k);
+      CHECK(p == w.data);
+    }
+  }
+  std::vector<uint8_t> f(64);
+  CHECK_THROWS_AS(pack_rows(GgmlType::Q4_K, f.data(), 64, 1, 256), std::invalid_argument);
+  CHECK(has_packed_layout(GgmlType::Q4_0));
+  CHECK_FALSE(has_packed_layout(GgmlType::Q6_K));
+}
+
+TEST_CASE("packed16 rows give the scalar oracle's bits on every ISA and row split") {
+  const Isa saved = active_isa();
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0}) {
+    for (int64_t k : {32, 544, 1056, 4128}) {
+      for (int64_t rows : {1, 2, 3, 5, 7, 37, 70}) {
+        if (k == 4128 && rows > 7) continue;  // keep ASan runs short
+        CAPTURE(static_cast<int>(t));
+        CAPTURE(k);
+        CAPTURE(rows);
+        const Weights w = make_weights(t, rows, k, 5 + static_cast<uint32_t>(rows * k));
+        auto packed = w.data;
+        pack_rows(t, packed.data(), w.row_bytes, rows, k);
+        for (int n_tokens : {1, 2, 3, 4, 5, 8, 9, 17}) {
+          if (rows > 7 && n_tokens != 1 && n_tokens != 8 && n_tokens != 9) continue;
+          CAPTURE(n_tokens);
+          const auto x = make_x(n_tokens, k, 3 + static_cast<uint32_t>(n_tokens));
+          const int64_t ldy = rows + 3;
+          set_isa(Isa::scalar);
+          Acts acts;
+          prepare_acts(t, x.data(), n_tokens, k, acts);
+          const auto ref = run(w, acts, ldy);
+          for (int i = 0; i <= static_cast<int>(best_isa()); ++i) {
+            const Isa isa = static_cast<Isa>(i);
+            const std::string isa_str = isa_name(isa);
+            CAPTURE(isa_str);
+            set_isa(isa);
+            // Splits that start tiles mid-way: 4-row and 2-row tiles, 32-row blocks.
+            for (int64_t split : {int64_t{0}, int64_t{1}, rows / 2, rows - 1}) {
+              CAPTURE(split);
+              std::vector<float> y(static_cast<size_t>(ldy * n_tokens), -777.0f);
+              matmul_rows(t, WeightLayout::packed16, packed.data(), w.row_bytes, acts, y.data(),
+                          ldy, 0, split);
+              matmul_rows(t, WeightLayout::packed16, packed.data(), w.row_bytes, acts, y.data(),
+                          ldy, split, rows);
+              REQUIRE(std::memcmp(y.data(), ref.data(), y.size() * sizeof(float)) == 0);
+            }
+          }
+        }
+      }
+    }
+  }
+  set_isa(Isa::scalar);
+  CHECK_FALSE(packed_layout_pays(GgmlType::Q4_0));
+  set_isa(saved);
+  if (best_isa() >= Isa::avx512) CHECK(packed_layout_pays(GgmlType::Q4_0));
+  CHECK_FALSE(packed_layout_pays(GgmlType::Q4_K));
+  const Weights w = make_weights(GgmlType::Q4_K, 1, 256, 1);
+  std::vector<float> x(256, 1.0f), y(1);
+  Acts acts;
+  prepare_acts(GgmlType::Q4_K, x.data(), 1, 256, acts);
+  CHECK_THROWS_AS(matmul_rows(GgmlType::Q4_K, WeightLayout::packed16, w.data.data(), w.row_bytes,
+                              acts, y.data(), 1, 0, 1),
+                  std::invalid_argument);
 }

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "engine/kernels/kernels.hpp"
 #include "model_fixture.hpp"
 
 using namespace epyctune::engine;
@@ -153,22 +154,45 @@ TEST_CASE("forward_last equals the last row of forward; nullptr logits only fill
   CHECK(bit_equal(all.data() + size_t(8) * V, last.data(), V));
 }
 
-TEST_CASE("weights copied into (huge)pages give the same logits as the file mapping") {
+TEST_CASE("copied, hugepage and repacked weights give the file mapping's logits bit for bit") {
   TempDir dir;
   auto pool = runtime::ThreadPool::unpinned(2);
-  auto path = make_model(dir, "tiny", "q4_0");
-  auto mapped = LlamaModel::load(path, pool);
-  ModelOptions o;
-  o.hugepages = true;
-  auto copied = LlamaModel::load(path, pool, o);
-  CHECK(copied->load_report().pages != runtime::PageKind::file_mmap);
-  CHECK(mapped->load_report().pages == runtime::PageKind::file_mmap);
-  const int V = mapped->n_vocab();
-  auto toks = prompt(6, V);
-  std::vector<float> x(size_t(V) * 6), y(size_t(V) * 6);
-  mapped->forward(toks, x.data());
-  copied->forward(toks, y.data());
-  CHECK(bit_equal(x.data(), y.data(), x.size()));
+  // dim 512 holds whole 16-block groups (packed16); ffn 1056 leaves a tail.
+  const char* shape = "dim=512,layers=2,heads=8,kv_heads=4,ffn=1056,vocab=300,ctx=64";
+  for (const char* quant : {"q4_0", "q8_0"}) {
+    CAPTURE(quant);
+    auto path = make_model(dir, shape, quant);
+    ModelOptions in_place;
+    in_place.copy_weights = false;
+    auto mapped = LlamaModel::load(path, pool, in_place);
+    ModelOptions huge;
+    huge.hugepages = true;
+    auto copied = LlamaModel::load(path, pool, huge);  // packed where the ISA pays for it
+    ModelOptions plain;
+    plain.pack_weights = false;
+    auto unpacked = LlamaModel::load(path, pool, plain);
+    CHECK(copied->load_report().pages != runtime::PageKind::file_mmap);
+    CHECK(mapped->load_report().pages == runtime::PageKind::file_mmap);
+    CHECK(mapped->load_report().packed_bytes == 0);
+    CHECK(unpacked->load_report().packed_bytes == 0);
+    const GgmlType t = mapped->weight_type();
+    if (kernels::packed_layout_pays(t)) {
+      // Every layer matrix and the untied head; never the embedding table.
+      CHECK(copied->load_report().packed_bytes > 0);
+      CHECK(copied->load_report().packed_bytes < copied->load_report().weight_bytes);
+    }
+    const int V = mapped->n_vocab();
+    for (int K : {1, 8}) {
+      auto toks = prompt(6 + K, V);
+      std::vector<float> x(size_t(V) * toks.size()), y(x.size()), z(x.size());
+      mapped->forward(toks, x.data());
+      copied->forward(toks, y.data());
+      unpacked->forward(toks, z.data());
+      CHECK(bit_equal(x.data(), y.data(), x.size()));
+      CHECK(bit_equal(x.data(), z.data(), x.size()));
+      for (auto* m : {mapped.get(), copied.get(), unpacked.get()}) m->truncate(0);
+    }
+  }
 }
 
 TEST_CASE("a batch longer than max_batch is split and still matches") {

@@ -227,6 +227,18 @@ constexpr int q8_group_pos(int L, int e) {
   return 64 * (e / 4) + 4 * L + (e % 4);
 }
 
+// Packed weight rows (WeightLayout::packed16) for Q4_0 / Q8_0: every full
+// group of 16 blocks is stored as the SIMD kernels consume it, so a group
+// costs a few aligned loads instead of a gather and a 16x4 transpose. A group
+// keeps its size (16 blocks), so rows keep their length and offsets:
+//   [0, 32)    16 fp16: the scale d of block L at 2L;
+//   [32, ...)  Q4_0: 4, Q8_0: 8 chunks of 64 bytes: chunk i, lane L (bytes
+//              4L..4L+3) = quant bytes 4i..4i+3 of block L (for Q4_0 the
+//              nibble pairs, exactly as in the block).
+// Blocks after the last full group stay in ggml's layout.
+constexpr int kPackBlocks = 16;
+constexpr size_t kPackD = 32;
+
 // For Q4_K weights, super-blocks go in pairs (2m, 2m+1; an odd count is padded
 // with a zero super-block) and lane L (0..15) is sub-block L % 8 of super-block
 // 2m + L / 8, so one SIMD int32 lane accumulates a whole 32-element sub-block

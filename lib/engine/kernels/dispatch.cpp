@@ -3,13 +3,16 @@
 // avx512, avx512vnni) or set_isa() lowers it, which tests use to compare ISAs.
 #include <cpuid.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <initializer_list>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "engine/kernels/kernel_table.hpp"
 
@@ -92,7 +95,9 @@ struct Tables {
                                {&c.q4_0, &p.q4_0},
                                {&c.q8_0, &p.q8_0},
                                {&c.q4_k, &p.q4_k},
-                               {&c.q6_k, &p.q6_k}}) {
+                               {&c.q6_k, &p.q6_k},
+                               {&c.q4_0_p16, &p.q4_0_p16},
+                               {&c.q8_0_p16, &p.q8_0_p16}}) {
         if (*cur == nullptr) *cur = *prev;
       }
     }
@@ -136,47 +141,89 @@ void set_isa(Isa isa) {
   active().store(static_cast<int>(isa), std::memory_order_relaxed);
 }
 
-void matmul_rows(GgmlType wtype, const void* w, size_t w_row_bytes, const Acts& acts, float* y,
-                 int64_t ldy, int64_t r0, int64_t r1) {
+namespace {
+
+detail::MatmulFn pick(const MatmulTable& t, GgmlType wtype, WeightLayout layout) {
+  if (layout == WeightLayout::packed16) {
+    if (wtype == GgmlType::Q4_0) return t.q4_0_p16;
+    if (wtype == GgmlType::Q8_0) return t.q8_0_p16;
+    return nullptr;
+  }
+  switch (wtype) {
+    case GgmlType::F32:
+      return t.f32;
+    case GgmlType::F16:
+      return t.f16;
+    case GgmlType::BF16:
+      return t.bf16;
+    case GgmlType::Q4_0:
+      return t.q4_0;
+    case GgmlType::Q8_0:
+      return t.q8_0;
+    case GgmlType::Q4_K:
+      return t.q4_k;
+    case GgmlType::Q6_K:
+      return t.q6_k;
+    case GgmlType::Q8_K:
+      break;
+  }
+  return nullptr;
+}
+
+// Packed rows on an ISA without a packed kernel: unpack a few rows at a time
+// into a scratch copy and run the ggml-layout kernel on it.
+void matmul_unpacking(detail::MatmulFn fn, GgmlType wtype, const uint8_t* w, size_t row_bytes,
+                      const Acts& acts, float* y, int64_t ldy, int64_t r0, int64_t r1) {
+  constexpr int64_t kRows = 16;
+  thread_local std::vector<uint8_t, AlignedAllocator<uint8_t>> buf;
+  buf.resize(row_bytes * kRows);
+  for (int64_t r = r0; r < r1; r += kRows) {
+    const int64_t n = std::min(kRows, r1 - r);
+    std::memcpy(buf.data(), w + static_cast<size_t>(r) * row_bytes,
+                static_cast<size_t>(n) * row_bytes);
+    unpack_rows(wtype, buf.data(), row_bytes, n, acts.k);
+    fn(buf.data(), row_bytes, acts, y + r, ldy, 0, n);
+  }
+}
+
+}  // namespace
+
+bool packed_layout_pays(GgmlType t) {
+  return has_packed_layout(t) &&
+         pick(tables().t[static_cast<int>(active_isa())], t, WeightLayout::packed16) != nullptr;
+}
+
+void matmul_rows(GgmlType wtype, WeightLayout layout, const void* w, size_t w_row_bytes,
+                 const Acts& acts, float* y, int64_t ldy, int64_t r0, int64_t r1) {
   if (acts.weight_type != wtype) {
     throw std::invalid_argument("matmul_rows: activations were prepared for type " +
                                 std::to_string(static_cast<uint32_t>(acts.weight_type)) +
                                 ", weights are type " +
                                 std::to_string(static_cast<uint32_t>(wtype)));
   }
+  if (layout == WeightLayout::packed16 && !has_packed_layout(wtype)) {
+    throw std::invalid_argument("matmul_rows: weight type " +
+                                std::to_string(static_cast<uint32_t>(wtype)) +
+                                " has no packed16 layout");
+  }
   if (r1 <= r0 || acts.n_tokens == 0) return;
   const MatmulTable& t = tables().t[static_cast<int>(active_isa())];
-  detail::MatmulFn fn = nullptr;
-  switch (wtype) {
-    case GgmlType::F32:
-      fn = t.f32;
-      break;
-    case GgmlType::F16:
-      fn = t.f16;
-      break;
-    case GgmlType::BF16:
-      fn = t.bf16;
-      break;
-    case GgmlType::Q4_0:
-      fn = t.q4_0;
-      break;
-    case GgmlType::Q8_0:
-      fn = t.q8_0;
-      break;
-    case GgmlType::Q4_K:
-      fn = t.q4_k;
-      break;
-    case GgmlType::Q6_K:
-      fn = t.q6_k;
-      break;
-    case GgmlType::Q8_K:
-      break;
-  }
+  const auto* wb = static_cast<const uint8_t*>(w);
+  if (detail::MatmulFn fn = pick(t, wtype, layout))
+    return fn(wb, w_row_bytes, acts, y, ldy, r0, r1);
+  detail::MatmulFn fn = pick(t, wtype, WeightLayout::ggml);
   if (fn == nullptr) {
     throw std::invalid_argument("matmul_rows: no kernel for weight type " +
                                 std::to_string(static_cast<uint32_t>(wtype)));
   }
-  fn(static_cast<const uint8_t*>(w), w_row_bytes, acts, y, ldy, r0, r1);
+  if (layout == WeightLayout::packed16)
+    return matmul_unpacking(fn, wtype, wb, w_row_bytes, acts, y, ldy, r0, r1);
+  fn(wb, w_row_bytes, acts, y, ldy, r0, r1);
+}
+
+void matmul_rows(GgmlType wtype, const void* w, size_t w_row_bytes, const Acts& acts, float* y,
+                 int64_t ldy, int64_t r0, int64_t r1) {
+  matmul_rows(wtype, WeightLayout::ggml, w, w_row_bytes, acts, y, ldy, r0, r1);
 }
 
 }  // namespace epyctune::engine::kernels

@@ -19,6 +19,8 @@ using MatmulFn = void (*)(const uint8_t* w, size_t w_row_bytes, const Acts& acts
 struct MatmulTable {
   MatmulFn f32 = nullptr, f16 = nullptr, bf16 = nullptr;
   MatmulFn q4_0 = nullptr, q8_0 = nullptr, q4_k = nullptr, q6_k = nullptr;
+  // WeightLayout::packed16 rows; null: dispatch unpacks rows for the ggml kernel.
+  MatmulFn q4_0_p16 = nullptr, q8_0_p16 = nullptr;
 };
 
 // Defined in ref_matmul.cpp (scalar), *_avx2.cpp and *_avx512*.cpp. An ISA

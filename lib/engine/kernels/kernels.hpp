@@ -66,6 +66,20 @@ void prepare_acts(GgmlType weight_type, const float* x, int n_tokens, int64_t k,
 void matmul_rows(GgmlType wtype, const void* w, size_t w_row_bytes, const Acts& acts, float* y,
                  int64_t ldy, int64_t r0, int64_t r1);
 
+// Weight rows as ggml stores them, or repacked once at load into the layout
+// the SIMD kernels consume (blocks.hpp: packed16), which spares every matmul a
+// gather and a transpose per 16 blocks. Results are bit-identical either way.
+enum class WeightLayout { ggml, packed16 };
+bool has_packed_layout(GgmlType t);  // Q4_0, Q8_0
+// Whether the active ISA has a native kernel for packed rows of this type (the
+// others unpack each row first: correct, but slower than the ggml layout).
+bool packed_layout_pays(GgmlType t);
+// In-place permutations of n_rows rows of k elements; throw for other types.
+void pack_rows(GgmlType t, void* rows, size_t row_bytes, int64_t n_rows, int64_t k);
+void unpack_rows(GgmlType t, void* rows, size_t row_bytes, int64_t n_rows, int64_t k);
+void matmul_rows(GgmlType wtype, WeightLayout layout, const void* w, size_t w_row_bytes,
+                 const Acts& acts, float* y, int64_t ldy, int64_t r0, int64_t r1);
+
 // Elementwise / reduction ops on f32: one ISA-independent implementation each
 // (compiled without fast-math and without fp contraction, so deterministic).
 void rmsnorm(float* out, const float* x, const float* weight, int64_t n, float eps);

@@ -97,6 +97,34 @@ template <bool kQ4, bool kVnni>
   }
 }
 
+// The same group from packed16 rows (blocks.hpp): the bytes are already in
+// lane order, so a group is a handful of plain loads.
+template <bool kQ4, bool kVnni>
+[[gnu::always_inline]] inline void load_group_packed(const uint8_t* base, Group& g) {
+  g.dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(base)));
+  auto ld = [&](int i) { return _mm512_loadu_si512(base + kPackD + 64 * i); };
+  if constexpr (kQ4) {
+    const __m512i m = _mm512_set1_epi8(0x0F);
+#pragma GCC unroll 8
+    for (int i = 0; i < 4; ++i) {
+      const __m512i z = ld(i);
+      g.w[i] = _mm512_and_si512(z, m);
+      g.w[i + 4] = _mm512_and_si512(_mm512_srli_epi16(z, 4), m);
+    }
+  } else {
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) {
+      g.w[i] = ld(i);
+      if constexpr (kVnni) {
+        g.w[i] = _mm512_xor_si512(g.w[i], _mm512_set1_epi8(static_cast<char>(0x80)));
+      } else {
+        g.neg[i] = _mm512_movepi8_mask(g.w[i]);
+        g.w[i] = _mm512_abs_epi8(g.w[i]);
+      }
+    }
+  }
+}
+
 // Exact int32 dot product per block (lane) for one token's record.
 template <bool kQ4, bool kVnni>
 [[gnu::always_inline]] inline __m512i group_dot(const Group& g, const uint8_t* rec) {
@@ -123,6 +151,31 @@ template <bool kQ4, bool kVnni>
           s, _mm512_madd_epi16(_mm512_maddubs_epi16(g.w[i], sa), _mm512_set1_epi16(1)));
     }
     return s;
+  }
+}
+
+// The blocks after the last full group of 16 (always in ggml's layout): copied
+// into a zero-padded group whose missing lanes are masked out of acc.
+template <bool kQ4, bool kVnni, int T>
+[[gnu::always_inline]] inline void tail_group(const uint8_t* row, int64_t nb,
+                                              const uint8_t* const* arows, __m512* acc) {
+  constexpr size_t kBytes = kQ4 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0);
+  const int64_t full = nb / 16;
+  const int rest = static_cast<int>(nb - full * 16);
+  if (rest == 0) return;
+  alignas(64) uint8_t buf[16 * kBytes];
+  std::memset(buf, 0, sizeof(buf));
+  std::memcpy(buf, row + static_cast<size_t>(full) * 16 * kBytes,
+              static_cast<size_t>(rest) * kBytes);
+  Group g;
+  load_group<kQ4, kVnni>(buf, g);
+  const __mmask16 live = static_cast<__mmask16>((1u << rest) - 1u);
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) {
+    const uint8_t* rec = arows[t] + static_cast<size_t>(full) * kQ8GroupBytes;
+    const __m512i p = group_dot<kQ4, kVnni>(g, rec);
+    const __m512 s = _mm512_mul_ps(g.dw, _mm512_load_ps(rec + kQ8GroupD));
+    acc[t] = _mm512_mask3_fmadd_ps(_mm512_cvtepi32_ps(p), s, acc[t], live);
   }
 }
 
@@ -153,23 +206,7 @@ void row_tile(const uint8_t* row, int64_t nb, const uint8_t* const* arows, float
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), s, acc[t]);
     }
   }
-  if (const int rest = static_cast<int>(nb - full * 16); rest > 0) {
-    // Copy the short last group into a zero-padded buffer; its missing lanes
-    // are masked out of the accumulators.
-    alignas(64) uint8_t buf[16 * kBytes];
-    std::memset(buf, 0, sizeof(buf));
-    std::memcpy(buf, row + static_cast<size_t>(full) * 16 * kBytes,
-                static_cast<size_t>(rest) * kBytes);
-    load_group<kQ4, kVnni>(buf, g);
-    const __mmask16 live = static_cast<__mmask16>((1u << rest) - 1u);
-#pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) {
-      const uint8_t* rec = arows[t] + static_cast<size_t>(full) * kQ8GroupBytes;
-      const __m512i p = group_dot<kQ4, kVnni>(g, rec);
-      const __m512 s = _mm512_mul_ps(g.dw, _mm512_load_ps(rec + kQ8GroupD));
-      acc[t] = _mm512_mask3_fmadd_ps(_mm512_cvtepi32_ps(p), s, acc[t], live);
-    }
-  }
+  tail_group<kQ4, kVnni, T>(row, nb, arows, acc);
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) out[t] = reduce(acc[t]);
 }

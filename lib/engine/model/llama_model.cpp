@@ -123,7 +123,13 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::filesystem::path& path,
   bool copy = opts.copy_weights || opts.hugepages || opts.numa != runtime::NumaPolicy::none;
   if (copy) {
     auto t1 = std::chrono::steady_clock::now();
-    auto r = copy_weights(*m->file_, w, opts.hugepages, opts.numa, opts.numa_nodes, pool);
+    CopyOptions co;
+    co.hugepages = opts.hugepages;
+    co.pack = opts.pack_weights;
+    co.policy = opts.numa;
+    co.nodes = opts.numa_nodes;
+    auto r = copy_weights(*m->file_, w, co, pool);
+    m->load_.packed_bytes = r.packed_bytes;
     m->impl_->weight_copy = std::move(r.memory);
     m->load_.pages = m->impl_->weight_copy.kind();
     m->load_.page_note = r.note;
@@ -223,8 +229,8 @@ void run_matmuls(runtime::ThreadPool& pool, std::initializer_list<MatJob> jobs) 
     for (const auto& j : jobs) {
       int64_t r0 = std::max(b, base), r1 = std::min(e, base + j.m->rows);
       if (r0 < r1)
-        kernels::matmul_rows(j.m->type, j.m->data, j.m->row_bytes, *j.acts, j.y, j.ldy, r0 - base,
-                             r1 - base);
+        kernels::matmul_rows(j.m->type, j.m->layout, j.m->data, j.m->row_bytes, *j.acts, j.y, j.ldy,
+                             r0 - base, r1 - base);
       base += j.m->rows;
     }
   });

@@ -30,9 +30,13 @@ class ThreadPool;
 struct ModelOptions {
   int n_ctx = 0;                     // 0 = the model's context_length
   GgmlType kv_type = GgmlType::F16;  // F16 or F32
-  // Weight memory: copy out of the file mapping (needed for NUMA placement),
-  // into hugepages when asked (MAP_HUGETLB, else THP).
-  bool copy_weights = false;
+  // Weight memory: copied out of the file mapping into anonymous memory (THP;
+  // MAP_HUGETLB when asked), where NUMA placement and repacking can happen.
+  // false: used in place from the file mapping (shared page cache, no repack).
+  bool copy_weights = true;
+  // Repack Q4_0 / Q8_0 matrices into the kernels' packed16 layout while
+  // copying, when the active ISA has kernels for it (bit-identical results).
+  bool pack_weights = true;
   bool hugepages = false;                                // implies copy_weights
   runtime::NumaPolicy numa = runtime::NumaPolicy::none;  // != none implies copy_weights
   std::vector<int> numa_nodes;  // empty = all memory nodes (local: the pool's nodes)
@@ -50,7 +54,8 @@ struct LoadReport {
   uint64_t file_bytes = 0;
   uint64_t weight_bytes = 0;
   runtime::PageKind pages = runtime::PageKind::file_mmap;
-  std::string page_note;  // why hugetlb fell back, NUMA bind errors
+  uint64_t packed_bytes = 0;  // weight bytes repacked into the packed16 layout
+  std::string page_note;      // why hugetlb fell back, NUMA bind errors
 };
 
 class LlamaModel : public CausalLM {

@@ -129,9 +129,10 @@ LlamaWeights bind_weights(const gguf::File& f, const LlamaConfig& c) {
   return w;
 }
 
-CopyResult copy_weights(const gguf::File& f, LlamaWeights& w, bool hugepages,
-                        runtime::NumaPolicy policy, const std::vector<int>& nodes_in,
+CopyResult copy_weights(const gguf::File& f, LlamaWeights& w, const CopyOptions& opts,
                         runtime::ThreadPool& pool) {
+  const runtime::NumaPolicy policy = opts.policy;
+  const std::vector<int>& nodes_in = opts.nodes;
   constexpr size_t kExtent = size_t{2} << 20, kAlign = 64;
   auto up = [](size_t v, size_t a) { return (v + a - 1) / a * a; };
   const int n_layers = static_cast<int>(w.layers.size());
@@ -166,7 +167,7 @@ CopyResult copy_weights(const gguf::File& f, LlamaWeights& w, bool hugepages,
   extent[cur].second = off;
 
   CopyResult r;
-  r.memory = runtime::WeightMemory::allocate(off, hugepages);
+  r.memory = runtime::WeightMemory::allocate(off, opts.hugepages);
   r.note = r.memory.fallback_reason();
   if (policy != runtime::NumaPolicy::none) {
     std::vector<int> nodes = nodes_in;
@@ -184,18 +185,29 @@ CopyResult copy_weights(const gguf::File& f, LlamaWeights& w, bool hugepages,
       }
     }
   }
-  // Copy in 2 MiB pieces spread over the pool (parallel page faults + memcpy).
+  // Copy in pieces of whole rows (about 2 MiB) spread over the pool: parallel
+  // page faults and reads, and each piece is repacked while it is in cache.
   struct Piece {
     const uint8_t* src;
     uint8_t* dst;
     size_t n;
+    const Mat* pack;  // repack these rows after the copy (null: keep ggml's layout)
   };
   std::vector<Piece> pieces;
   for (auto& it : items) {
-    const uint8_t* src = it.m->data;
+    Mat& m = *it.m;
+    const bool matmul_only = &m != &w.tok_embd;  // the embedding table is looked up by row
+    const bool pack =
+        opts.pack && matmul_only && kernels::packed_layout_pays(m.type) && m.cols >= 512;
+    const uint8_t* src = m.data;
     uint8_t* dst = r.memory.data() + it.offset;
-    for (size_t o = 0; o < it.m->bytes(); o += kExtent)
-      pieces.push_back({src + o, dst + o, std::min(kExtent, it.m->bytes() - o)});
+    const size_t step = std::max<size_t>(1, kExtent / m.row_bytes) * m.row_bytes;
+    for (size_t o = 0; o < m.bytes(); o += step)
+      pieces.push_back({src + o, dst + o, std::min(step, m.bytes() - o), pack ? &m : nullptr});
+    if (pack) {
+      m.layout = kernels::WeightLayout::packed16;
+      r.packed_bytes += m.bytes();
+    }
   }
   const uint8_t* file_base = f.bytes().data();
   int fd = ::open(f.path().c_str(), O_RDONLY | O_CLOEXEC);
@@ -212,6 +224,9 @@ CopyResult copy_weights(const gguf::File& f, LlamaWeights& w, bool hugepages,
         }
       }
       if (done < p.n) std::memcpy(p.dst + done, p.src + done, p.n - done);
+      if (p.pack)
+        kernels::pack_rows(p.pack->type, p.dst, p.pack->row_bytes,
+                           static_cast<int64_t>(p.n / p.pack->row_bytes), p.pack->cols);
     }
   });
   if (fd >= 0) ::close(fd);

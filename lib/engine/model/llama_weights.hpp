@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/gguf/ggml_types.hpp"
+#include "engine/kernels/kernels.hpp"
 #include "engine/model/llama_config.hpp"
 #include "engine/runtime/weight_memory.hpp"
 
@@ -25,6 +26,7 @@ struct Mat {
   const uint8_t* data = nullptr;
   size_t row_bytes = 0;
   int64_t rows = 0, cols = 0;
+  kernels::WeightLayout layout = kernels::WeightLayout::ggml;
   size_t bytes() const { return row_bytes * static_cast<size_t>(rows); }
 };
 
@@ -51,14 +53,22 @@ LlamaWeights bind_weights(const gguf::File& f, const LlamaConfig& cfg);
 
 struct CopyResult {
   runtime::WeightMemory memory;
-  std::string note;  // NUMA bind failures, hugetlb fallback
+  std::string note;           // NUMA bind failures, hugetlb fallback
+  uint64_t packed_bytes = 0;  // bytes repacked (CopyOptions::pack)
+};
+struct CopyOptions {
+  bool hugepages = false;
+  // Repack matmul-only Q4_0/Q8_0 matrices to packed16 where the active ISA
+  // has kernels for it (the embedding table stays: rows are looked up).
+  bool pack = false;
+  runtime::NumaPolicy policy = runtime::NumaPolicy::none;
+  std::vector<int> nodes;
 };
 // Copies every matrix into one WeightMemory (each layer's tensors in their own
 // 2 MiB-aligned extent, mbind-placed per policy before the copy touches it) and
 // repoints the Mats at the copy. Data is pread() from f's file (no page faults
 // on the file mapping), or copied from the mapping when that fails.
-CopyResult copy_weights(const gguf::File& f, LlamaWeights& w, bool hugepages,
-                        runtime::NumaPolicy policy, const std::vector<int>& nodes,
+CopyResult copy_weights(const gguf::File& f, LlamaWeights& w, const CopyOptions& opts,
                         runtime::ThreadPool& pool);
 
 }  // namespace epyctune::engine

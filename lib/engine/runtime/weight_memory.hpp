@@ -29,7 +29,7 @@ NumaPolicy parse_numa_policy(std::string_view s);  // "none|interleave|split|loc
 // An anonymous mapping of at least `bytes`, 2 MiB aligned.
 class WeightMemory {
  public:
-  // want_huge: try MAP_HUGETLB first, then THP madvise; otherwise small pages.
+  // want_huge: try MAP_HUGETLB first; otherwise (or when that fails) THP via madvise.
   static WeightMemory allocate(size_t bytes, bool want_huge);
   WeightMemory() = default;
   WeightMemory(WeightMemory&& o) noexcept;
