@@ -232,9 +232,9 @@ TEST_CASE("packed16 rows: a byte permutation that pack/unpack undo") {
       const Weights w = make_weights(t, 3, k, 21);
       auto p = w.data;
       pack_rows(t, p.data(), w.row_bytes, 3, k);
-      // Blocks before the first full group of 16 are moved, the rest stay put.
-      if (k >= 512)
-        CHECK(std::memcmp(p.data(), w.data.data(), 16 * (w.row_bytes / (k / 32))) != 0);
+      // A lone block packs onto itself (its scale, then its quants); more move.
+      if (k > 32)
+        CHECK(p != w.data);
       else
         CHECK(p == w.data);
       auto sorted_a = w.data, sorted_b = p;
@@ -254,9 +254,11 @@ TEST_CASE("packed16 rows: a byte permutation that pack/unpack undo") {
 TEST_CASE("packed16 rows give the scalar oracle's bits on every ISA and row split") {
   const Isa saved = active_isa();
   for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0}) {
-    for (int64_t k : {32, 544, 1056, 4128}) {
+    // 8800: 17 full groups (three segments) and a 3-block tail.
+    for (int64_t k : {32, 544, 1056, 4128, 8800}) {
       for (int64_t rows : {1, 2, 3, 5, 7, 37, 70}) {
         if (k == 4128 && rows > 7) continue;  // keep ASan runs short
+        if (k == 8800 && rows != 3 && rows != 70) continue;
         CAPTURE(static_cast<int>(t));
         CAPTURE(k);
         CAPTURE(rows);

@@ -235,7 +235,8 @@ constexpr int q8_group_pos(int L, int e) {
 //   [32, ...)  Q4_0: 4, Q8_0: 8 chunks of 64 bytes: chunk i, lane L (bytes
 //              4L..4L+3) = quant bytes 4i..4i+3 of block L (for Q4_0 the
 //              nibble pairs, exactly as in the block).
-// Blocks after the last full group stay in ggml's layout.
+// The n < 16 blocks after the last full group pack the same way into their
+// own 18n / 34n bytes: n fp16 scales, then chunks of 4n bytes.
 constexpr int kPackBlocks = 16;
 constexpr size_t kPackD = 32;
 

@@ -1,6 +1,7 @@
 // Repacking Q4_0 / Q8_0 weight rows into the packed16 layout (blocks.hpp) and
 // back. Pure byte permutations: a packed row holds exactly the bytes of the
 // ggml row, so the matmul results cannot change, only the load pattern.
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -24,18 +25,20 @@ size_t block_bytes(GgmlType t) {
                               std::to_string(static_cast<uint32_t>(t)));
 }
 
-// One group of 16 blocks: ggml (src) -> packed (dst) or back.
-void permute_group(size_t bb, const uint8_t* src, uint8_t* dst, bool to_packed) {
+// One group of n (<= 16) blocks: ggml (src) -> packed (dst) or back. A full
+// group is n = 16; the short last group of a row packs the same way with
+// stride 4n per chunk, so every row is packed end to end.
+void permute_group(size_t bb, int n, const uint8_t* src, uint8_t* dst, bool to_packed) {
   const size_t qbytes = bb - 2;
-  for (int L = 0; L < kPackBlocks; ++L) {
-    const size_t blk = static_cast<size_t>(L) * bb;
-    const size_t d_at = 2 * static_cast<size_t>(L);
+  const size_t nn = static_cast<size_t>(n);
+  for (size_t L = 0; L < nn; ++L) {
+    const size_t blk = L * bb;
     if (to_packed)
-      std::memcpy(dst + d_at, src + blk, 2);
+      std::memcpy(dst + 2 * L, src + blk, 2);
     else
-      std::memcpy(dst + blk, src + d_at, 2);
+      std::memcpy(dst + blk, src + 2 * L, 2);
     for (size_t i = 0; i < qbytes / 4; ++i) {
-      const size_t p = kPackD + 64 * i + 4 * static_cast<size_t>(L);
+      const size_t p = 2 * nn + 4 * nn * i + 4 * L;
       const size_t g = blk + 2 + 4 * i;
       if (to_packed)
         std::memcpy(dst + p, src + g, 4);
@@ -48,16 +51,16 @@ void permute_group(size_t bb, const uint8_t* src, uint8_t* dst, bool to_packed) 
 void permute_rows(GgmlType t, void* rows, size_t row_bytes, int64_t n_rows, int64_t k,
                   bool to_packed) {
   const size_t bb = block_bytes(t);
-  const int64_t groups = k / 32 / kPackBlocks;
-  const size_t gbytes = bb * kPackBlocks;
+  const int64_t nb = k / 32;
   uint8_t tmp[kPackBlocks * sizeof(BlockQ8_0)];
   auto* base = static_cast<uint8_t*>(rows);
   for (int64_t r = 0; r < n_rows; ++r) {
     uint8_t* row = base + static_cast<size_t>(r) * row_bytes;
-    for (int64_t g = 0; g < groups; ++g) {
-      uint8_t* grp = row + static_cast<size_t>(g) * gbytes;
-      std::memcpy(tmp, grp, gbytes);
-      permute_group(bb, tmp, grp, to_packed);
+    for (int64_t b = 0; b < nb; b += kPackBlocks) {
+      const int n = static_cast<int>(std::min<int64_t>(kPackBlocks, nb - b));
+      uint8_t* grp = row + static_cast<size_t>(b) * bb;
+      std::memcpy(tmp, grp, bb * static_cast<size_t>(n));
+      permute_group(bb, n, tmp, grp, to_packed);
     }
   }
 }

@@ -98,11 +98,19 @@ template <bool kQ4, bool kVnni>
 }
 
 // The same group from packed16 rows (blocks.hpp): the bytes are already in
-// lane order, so a group is a handful of plain loads.
+// lane order, so a group is a handful of plain loads. rest < 16: the row's
+// short last group (lanes >= rest load as zero).
 template <bool kQ4, bool kVnni>
-[[gnu::always_inline]] inline void load_group_packed(const uint8_t* base, Group& g) {
-  g.dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(base)));
-  auto ld = [&](int i) { return _mm512_loadu_si512(base + kPackD + 64 * i); };
+[[gnu::always_inline]] inline void load_group_packed(const uint8_t* base, Group& g, int rest = 16) {
+  const __mmask16 live = static_cast<__mmask16>((1u << rest) - 1u);
+  const size_t n = static_cast<size_t>(rest);
+  const auto d = rest == 16 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(base))
+                            : _mm256_maskz_loadu_epi16(live, base);
+  g.dw = _mm512_cvtph_ps(d);
+  auto ld = [&](int i) {
+    const uint8_t* p = base + 2 * n + 4 * n * static_cast<size_t>(i);
+    return rest == 16 ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi32(live, p);
+  };
   if constexpr (kQ4) {
     const __m512i m = _mm512_set1_epi8(0x0F);
 #pragma GCC unroll 8

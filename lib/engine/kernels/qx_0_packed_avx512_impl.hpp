@@ -18,13 +18,17 @@ namespace epyctune::engine::kernels::detail::avx512 {
 namespace {
 
 constexpr int kPackedMaxTokens = 4;
-// How far ahead of the tile the software prefetch runs in the thread's linear
-// stream of rows (kernel-bench, 1 GiB, 2 threads: 2-16 KiB all reach the
-// probe's bandwidth at one token; without the hint 76%).
-constexpr size_t kPrefetchBytes = 8192;
-// Rows per block that the token chunks share (kb: 2 -> 14.7, 8 -> 16.0,
-// 32 -> 18.1 GB/s for 8 tokens on one core).
+// The software prefetch runs this many rows ahead of the tile, at the same
+// group (kernel-bench, 1 GiB, 2 threads: one token goes from 76% to ~95% of
+// the probe's bandwidth with the hint; 2 to 16 KiB ahead all do).
+constexpr int64_t kPrefetchRows = 4;
+// Rows per block that the token chunks share (one core, 256 x 4096 Q4_0 in
+// L2, 8 tokens: 2 rows 14.7, 8 rows 16.0, 32 rows 18.1 GB/s).
 constexpr int64_t kRowBlock = 32;
+// Groups per segment: a chunk's records for one segment (4 tokens x 8 x 640
+// bytes = 20 KiB) stay in L1 while the block's rows pass (k = 11008, 8
+// tokens, 2 threads: 16.2 GB/s unsegmented, 20.6 segmented).
+constexpr int64_t kSegmentGroups = 8;
 
 // One token, R rows, VNNI: the token's 8 activation vectors are loaded once
 // per group and each row's weights are unpacked straight into vpdpbusd.
@@ -77,25 +81,32 @@ template <bool kQ4, bool kVnni>
   }
 }
 
-// acc[r * T + t]: row r, token t. rows[r] are R packed rows; arows[t] the T
-// tokens' activation records.
+// Groups [g0, g1) of R rows x T tokens; acc[r * T + t] (row r, token t) is
+// read from and written back to `acc` so a row can be done in segments. With
+// `last`, the row's short tail group is added and out[r * T + t] reduced.
+// rows[r] are R adjacent packed rows (row_bytes apart); arows[t] the tokens'
+// activation records.
+// Not inlined: inside the driver loop GCC keeps the accumulators in
+// registers and reloads the activations for every row instead (8 tokens: 73
+// instead of 59 cycles per group and row).
 template <bool kQ4, bool kVnni, int R, int T>
-void packed_tile(const uint8_t* const* rows, int64_t nb, const uint8_t* const* arows,
-                 const uint8_t* pf, float* out) {
+[[gnu::noinline]] void packed_tile(const uint8_t* const* rows, size_t row_bytes, int64_t nb,
+                                   int64_t g0, int64_t g1, bool last, int64_t ahead_rows,
+                                   const uint8_t* const* arows, __m512* acc_io, float* out) {
   constexpr size_t kGroup = 16 * (kQ4 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0));
   __m512 acc[R * T];
 #pragma GCC unroll 16
-  for (int i = 0; i < R * T; ++i) acc[i] = _mm512_setzero_ps();
-  const int64_t full = nb / 16;
-  for (int64_t gi = 0; gi < full; ++gi) {
+  for (int i = 0; i < R * T; ++i) acc[i] = g0 == 0 ? _mm512_setzero_ps() : acc_io[i];
+  const uint8_t* ahead = rows[0] + ahead_rows * row_bytes;
+  for (int64_t gi = g0; gi < g1; ++gi) {
     const size_t off = static_cast<size_t>(gi) * kGroup;
-    // The R rows are adjacent in memory: one linear stream per thread, which
-    // this tile walks R groups at a time; the hint stays kPrefetchBytes ahead.
-    if (pf != nullptr) {
+    if (ahead_rows > 0) {
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 16
-      for (size_t o = 0; o < R * kGroup; o += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(pf + static_cast<size_t>(gi) * R * kGroup + o),
-                     _MM_HINT_T0);
+        for (size_t o = 0; o < kGroup; o += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(ahead + r * row_bytes + off + o), _MM_HINT_T0);
+      }
     }
     if constexpr (T == 1 && kVnni) {
       packed_group_1tok_vnni<kQ4, R>(rows, off, arows[0] + static_cast<size_t>(gi) * kQ8GroupBytes,
@@ -117,63 +128,131 @@ void packed_tile(const uint8_t* const* rows, int64_t nb, const uint8_t* const* a
       }
     }
   }
+  if (!last) {
+#pragma GCC unroll 16
+    for (int i = 0; i < R * T; ++i) acc_io[i] = acc[i];
+    return;
+  }
+  const int64_t full = nb / 16;
+  if (const int rest = static_cast<int>(nb - full * 16); rest > 0) {
+    // The short last group, packed with masked loads; its dead lanes are
+    // masked out of the accumulators.
+    const size_t off = static_cast<size_t>(full) * kGroup;
+    const __mmask16 live = static_cast<__mmask16>((1u << rest) - 1u);
+    Group g[R];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) load_group_packed<kQ4, kVnni>(rows[r] + off, g[r], rest);
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      const uint8_t* rec = arows[t] + static_cast<size_t>(full) * kQ8GroupBytes;
+      const __m512 da = _mm512_load_ps(rec + kQ8GroupD);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        const __m512i p = packed_dot<kQ4, kVnni>(g[r], rec);
+        acc[r * T + t] = _mm512_mask3_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(g[r].dw, da),
+                                               acc[r * T + t], live);
+      }
+    }
+  }
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) {
-    tail_group<kQ4, kVnni, T>(rows[r], nb, arows, acc + r * T);
 #pragma GCC unroll 16
     for (int t = 0; t < T; ++t) out[r * T + t] = reduce(acc[r * T + t]);
   }
 }
 
+struct TileArgs {
+  const uint8_t* const* rows;
+  size_t row_bytes;
+  int64_t nb, g0, g1;
+  bool last;
+  int64_t ahead_rows;
+  const uint8_t* const* arows;
+  __m512* acc;
+  float* out;
+};
+
 template <bool kQ4, bool kVnni, int R>
-void packed_tokens(const uint8_t* const* rows, int64_t nb, const uint8_t* const* arows, int nt,
-                   const uint8_t* pf, float* out) {
+void packed_tokens(const TileArgs& a, int nt) {
+  auto run = [&](auto T) {
+    constexpr int kT = decltype(T)::value;
+    if constexpr (kT <= kPackedMaxTokens)
+      packed_tile<kQ4, kVnni, R, kT>(a.rows, a.row_bytes, a.nb, a.g0, a.g1, a.last, a.ahead_rows,
+                                     a.arows, a.acc, a.out);
+  };
   switch (nt) {
     case 1:
-      return packed_tile<kQ4, kVnni, R, 1>(rows, nb, arows, pf, out);
+      return run(std::integral_constant<int, 1>{});
     case 2:
-      return packed_tile<kQ4, kVnni, R, 2>(rows, nb, arows, pf, out);
+      return run(std::integral_constant<int, 2>{});
     case 3:
-      return packed_tile<kQ4, kVnni, R, 3>(rows, nb, arows, pf, out);
+      return run(std::integral_constant<int, 3>{});
     default:
-      return packed_tile<kQ4, kVnni, R, 4>(rows, nb, arows, pf, out);
+      return run(std::integral_constant<int, 4>{});
   }
+}
+
+// How a matmul walks the matrix, by token count.
+struct PackedPlan {
+  int64_t rows;    // rows per tile (R)
+  int chunk;       // tokens per tile (T <= chunk)
+  int64_t block;   // rows the token chunks share
+  int64_t groups;  // groups per segment
+};
+inline PackedPlan packed_plan(int n, int64_t full) {
+  // One token: four rows share its activations (in registers), and its
+  // records fit L1 whole.
+  if (n == 1) return {4, 1, 4, std::max<int64_t>(full, 1)};
+  // More: two rows' unpacked groups stay in registers while up to 4 tokens'
+  // records stream past them; further chunks of 4 tokens rerun the block
+  // from L2. (One row against 8 tokens, records in L1, ran at half the speed:
+  // 8 accumulators, 8 weight vectors and the records' loads do not schedule
+  // as well.)
+  return {2, kPackedMaxTokens, kRowBlock, kSegmentGroups};
 }
 
 template <bool kQ4, bool kVnni>
 void matmul_packed(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
                    int64_t r0, int64_t r1) {
-  const int64_t nb = acts.k / 32;
+  const int64_t nb = acts.k / 32, full = nb / 16;
   const int n = acts.n_tokens;
-  // Four rows share one token's activations; with more tokens two rows'
-  // groups are what fits in the 32 vector registers.
-  const int64_t kRows = n == 1 ? 4 : 2;
-  // Token chunks run over a block of rows at a time, so one chunk's records
-  // stay in L1 across the block and the block's weights come from DRAM once.
-  const int64_t kBlock = n <= kPackedMaxTokens ? kRows : kRowBlock;
-  for (int64_t b0 = r0; b0 < r1; b0 += kBlock) {
-    const int64_t b1 = std::min(r1, b0 + kBlock);
-    for (int t0 = 0; t0 < n; t0 += kPackedMaxTokens) {
-      const int nt = std::min(n - t0, kPackedMaxTokens);
+  const PackedPlan plan = packed_plan(n, full);
+  alignas(64) __m512 acc[kRowBlock * kPackedMaxTokens];
+  for (int64_t b0 = r0; b0 < r1; b0 += plan.block) {
+    const int64_t b1 = std::min(r1, b0 + plan.block);
+    for (int t0 = 0; t0 < n; t0 += plan.chunk) {
+      const int nt = std::min(n - t0, plan.chunk);
       const uint8_t* arows[kPackedMaxTokens];
       for (int t = 0; t < nt; ++t) arows[t] = acts.row(t0 + t);
-      for (int64_t r = b0; r < b1; r += kRows) {
-        const int64_t nr = std::min(kRows, b1 - r);
-        const uint8_t* rows[4];
-        for (int64_t i = 0; i < nr; ++i) rows[i] = w + static_cast<size_t>(r + i) * w_row_bytes;
-        // Later token chunks find the block in cache: no more hints.
-        const uint8_t* pf = t0 == 0 ? rows[0] + kPrefetchBytes : nullptr;
-        float out[4 * kPackedMaxTokens];
-        if (nr == 4)
-          packed_tokens<kQ4, kVnni, 4>(rows, nb, arows, nt, pf, out);
-        else if (nr == 2)
-          packed_tokens<kQ4, kVnni, 2>(rows, nb, arows, nt, pf, out);
-        else
-          for (int64_t i = 0; i < nr; ++i)
-            packed_tokens<kQ4, kVnni, 1>(rows + i, nb, arows, nt, pf ? pf + i * w_row_bytes : pf,
-                                         out + i * nt);
-        for (int64_t i = 0; i < nr; ++i)
-          for (int t = 0; t < nt; ++t) y[(t0 + t) * ldy + r + i] = out[i * nt + t];
+      for (int64_t g0 = 0; g0 == 0 || g0 < full; g0 += plan.groups) {
+        const int64_t g1 = std::min(full, g0 + plan.groups);
+        for (int64_t r = b0; r < b1; r += plan.rows) {
+          const int64_t nr = std::min(plan.rows, b1 - r);
+          const uint8_t* rows[4];
+          for (int64_t i = 0; i < nr; ++i) rows[i] = w + static_cast<size_t>(r + i) * w_row_bytes;
+          float out[4 * kPackedMaxTokens];
+          // Only the first chunk reads the block from DRAM.
+          const int64_t ahead = t0 == 0 ? kPrefetchRows : 0;
+          TileArgs a{rows,  w_row_bytes, nb,
+                     g0,    g1,          g1 == full,
+                     ahead, arows,       acc + (r - b0) * kPackedMaxTokens,
+                     out};
+          if (nr == 4) {
+            packed_tokens<kQ4, kVnni, 4>(a, nt);
+          } else if (nr == 2) {
+            packed_tokens<kQ4, kVnni, 2>(a, nt);
+          } else {
+            for (int64_t i = 0; i < nr; ++i) {
+              a.rows = rows + i;
+              a.acc = acc + (r - b0 + i) * kPackedMaxTokens;
+              a.out = out + i * nt;
+              packed_tokens<kQ4, kVnni, 1>(a, nt);
+            }
+          }
+          if (g1 == full)
+            for (int64_t i = 0; i < nr; ++i)
+              for (int t = 0; t < nt; ++t) y[(t0 + t) * ldy + r + i] = out[i * nt + t];
+        }
       }
     }
   }

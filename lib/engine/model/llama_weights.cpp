@@ -197,8 +197,7 @@ CopyResult copy_weights(const gguf::File& f, LlamaWeights& w, const CopyOptions&
   for (auto& it : items) {
     Mat& m = *it.m;
     const bool matmul_only = &m != &w.tok_embd;  // the embedding table is looked up by row
-    const bool pack =
-        opts.pack && matmul_only && kernels::packed_layout_pays(m.type) && m.cols >= 512;
+    const bool pack = opts.pack && matmul_only && kernels::packed_layout_pays(m.type);
     const uint8_t* src = m.data;
     uint8_t* dst = r.memory.data() + it.offset;
     const size_t step = std::max<size_t>(1, kExtent / m.row_bytes) * m.row_bytes;
