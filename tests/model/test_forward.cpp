@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "engine/kernels/kernels.hpp"
+#include "engine/model/kv_cache.hpp"
 #include "model_fixture.hpp"
 
 using namespace epyctune::engine;
@@ -226,4 +227,28 @@ TEST_CASE("context overflow and bad token ids are refused without touching the c
   CHECK_THROWS_WITH_AS(m->forward({&bad, 1}, logits.data()), doctest::Contains("vocabulary"),
                        std::out_of_range);
   CHECK(m->pos() == 0);
+}
+
+TEST_CASE("the F16 KV cache rounds exactly as the scalar converter") {
+  // Ties, subnormals, overflow to infinity, NaN, and values on both sides of
+  // every rounding boundary in one head of 40 (8-wide SIMD part + tail).
+  std::vector<float> k(40), v(40);
+  const float special[] = {0.0f,     -0.0f,    1.0f / 3,      65504.0f, 65520.0f, -70000.0f,
+                           5.96e-8f, 2.98e-8f, 1.00048828125f, 1e-6f,    NAN,      -1.5e-5f};
+  for (size_t i = 0; i < k.size(); ++i) {
+    k[i] = i < std::size(special) ? special[i] : std::ldexp(1.0f + 0.37f * i, int(i % 11) - 5);
+    v[i] = -k[i] * 0.999f;
+  }
+  KvCache kv(1, 4, 1, 40, GgmlType::F16);
+  kv.store(0, 2, k.data(), v.data());
+  std::vector<float> gk(40), gv(40);
+  kv.load_k(0, 0, 2, 1, gk.data());
+  kv.load_v(0, 0, 2, 1, gv.data());
+  std::vector<uint16_t> h(40);
+  std::vector<float> want(40);
+  for (auto [src, got] : {std::pair{&k, &gk}, {&v, &gv}}) {
+    kernels::quantize_row(GgmlType::F16, src->data(), h.data(), 40);
+    kernels::dequantize_row(GgmlType::F16, h.data(), want.data(), 40);
+    CHECK(bit_equal(want.data(), got->data(), 40));
+  }
 }

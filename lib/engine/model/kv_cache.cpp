@@ -21,6 +21,16 @@ __attribute__((target("f16c,avx"))) void f16_to_f32_f16c(const uint16_t* s, floa
   if (i < n) kernels::dequantize_row(GgmlType::F16, s + i, d + i, n - i);
 }
 
+// F32 -> F16 rounds to nearest even, as the scalar converter does (and NaNs
+// stay quiet NaNs with the same payload bits), so the bytes agree too.
+__attribute__((target("f16c,avx"))) void f32_to_f16_f16c(const float* s, uint16_t* d, int n) {
+  int i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT));
+  if (i < n) kernels::quantize_row(GgmlType::F16, s + i, d + i, n - i);
+}
+
 const bool kHaveF16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
 
 void to_f32(GgmlType t, const uint8_t* src, float* dst, int n) {
@@ -68,6 +78,9 @@ void KvCache::store(int layer, int pos, const float* k, const float* v) {
     if (type_ == GgmlType::F32) {
       std::memcpy(at(false, layer, h, pos), ks, sizeof(float) * head_dim_);
       std::memcpy(at(true, layer, h, pos), vs, sizeof(float) * head_dim_);
+    } else if (kHaveF16c) {
+      f32_to_f16_f16c(ks, reinterpret_cast<uint16_t*>(at(false, layer, h, pos)), head_dim_);
+      f32_to_f16_f16c(vs, reinterpret_cast<uint16_t*>(at(true, layer, h, pos)), head_dim_);
     } else {
       kernels::quantize_row(GgmlType::F16, ks, at(false, layer, h, pos), head_dim_);
       kernels::quantize_row(GgmlType::F16, vs, at(true, layer, h, pos), head_dim_);
