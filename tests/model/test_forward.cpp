@@ -233,7 +233,7 @@ TEST_CASE("the F16 KV cache rounds exactly as the scalar converter") {
   // Ties, subnormals, overflow to infinity, NaN, and values on both sides of
   // every rounding boundary in one head of 40 (8-wide SIMD part + tail).
   std::vector<float> k(40), v(40);
-  const float special[] = {0.0f,     -0.0f,    1.0f / 3,      65504.0f, 65520.0f, -70000.0f,
+  const float special[] = {0.0f,     -0.0f,    1.0f / 3,       65504.0f, 65520.0f, -70000.0f,
                            5.96e-8f, 2.98e-8f, 1.00048828125f, 1e-6f,    NAN,      -1.5e-5f};
   for (size_t i = 0; i < k.size(); ++i) {
     k[i] = i < std::size(special) ? special[i] : std::ldexp(1.0f + 0.37f * i, int(i % 11) - 5);

@@ -19,9 +19,12 @@ namespace {
 
 constexpr int kPackedMaxTokens = 4;
 // The software prefetch runs this many rows ahead of the tile, at the same
-// group (kernel-bench, 1 GiB, 2 threads: one token goes from 76% to ~95% of
-// the probe's bandwidth with the hint; 2 to 16 KiB ahead all do).
-constexpr int64_t kPrefetchRows = 4;
+// group. One token streams fastest as a single row stream with
+// non-temporal hints 2 rows ahead (one core, 345 MiB from DRAM, median of 5:
+// 4-row tiles with T0 hints 27.7 GB/s, 2-row NTA 23.7, 1-row NTA 4 rows
+// ahead 35.0, 2 rows ahead 37.9; the read probe gets ~37 per core). Several
+// tokens reread the rows from L2, which NTA lines skip: they use T0.
+constexpr int64_t kPrefetchRows = 2;
 // Rows per block that the token chunks share (one core, 256 x 4096 Q4_0 in
 // L2, 8 tokens: 2 rows 14.7, 8 rows 16.0, 32 rows 18.1 GB/s).
 constexpr int64_t kRowBlock = 32;
@@ -104,8 +107,13 @@ template <bool kQ4, bool kVnni, int R, int T>
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 16
-        for (size_t o = 0; o < kGroup; o += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(ahead + r * row_bytes + off + o), _MM_HINT_T0);
+        for (size_t o = 0; o < kGroup; o += 64) {
+          const auto* p = reinterpret_cast<const char*>(ahead + r * row_bytes + off + o);
+          if constexpr (T == 1)
+            _mm_prefetch(p, _MM_HINT_NTA);
+          else
+            _mm_prefetch(p, _MM_HINT_T0);
+        }
       }
     }
     if constexpr (T == 1 && kVnni) {
@@ -200,9 +208,9 @@ struct PackedPlan {
   int64_t groups;  // groups per segment
 };
 inline PackedPlan packed_plan(int n, int64_t full) {
-  // One token: four rows share its activations (in registers), and its
-  // records fit L1 whole.
-  if (n == 1) return {4, 1, 4, std::max<int64_t>(full, 1)};
+  // One token: its records fit L1 whole; one row at a time is one stream
+  // for the prefetchers (see kPrefetchRows).
+  if (n == 1) return {1, 1, 1, std::max<int64_t>(full, 1)};
   // More: two rows' unpacked groups stay in registers while up to 4 tokens'
   // records stream past them; further chunks of 4 tokens rerun the block
   // from L2. (One row against 8 tokens, records in L1, ran at half the speed:
