@@ -26,12 +26,14 @@ struct MkmodelArgs {
   double residual_decay = 1.0;
   int draft_layers = 0, calib_seqs = 16, calib_steps = 32;
   bool json = false;
+  bool fast_quant = false;
 };
 
 int run_plain(const MkmodelArgs& a) {
   eng::ModelShape shape = eng::parse_shape(a.shape);
   eng::WriteOptions wo;
   wo.quant = a.quant;
+  wo.fast_quant = a.fast_quant;
   wo.seed = a.seed;
   if (!a.vocab.empty()) {
     // The vocabulary fixes the embedding's row count.
@@ -131,6 +133,8 @@ void add_mkmodel_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_option("--quant", args->quant, "f32 f16 bf16 q8_0 q4_0 q4_k q6_k q4_k_m")
       ->capture_default_str();
   cmd->add_option("--seed", args->seed, "Weight seed")->capture_default_str();
+  cmd->add_flag("--fast-quant", args->fast_quant,
+                "Q4_K scales by min-max instead of ggml's search (large models in minutes)");
   cmd->add_option("--vocab", args->vocab, "Copy the tokenizer of this GGUF file");
   cmd->add_option("--residual-decay", args->residual_decay,
                   "Scale layer l's residual writes by R^l (R < 1: deep layers refine)")

@@ -211,3 +211,31 @@ TEST_CASE("q4k_unpack_scales agrees with q4k_scale_min on every byte pattern pos
     }
   }
 }
+
+TEST_CASE("Q4_K min-max scales: valid blocks, close to ggml's searched scales") {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  const int64_t n = 256 * 16;
+  std::vector<float> x(n), a(n), b(n);
+  for (auto& v : x) v = dist(rng);
+  std::vector<uint8_t> qa(n / 256 * 144), qb(qa.size());
+  quantize_row(GgmlType::Q4_K, x.data(), qa.data(), n, QuantSearch::ggml);
+  quantize_row(GgmlType::Q4_K, x.data(), qb.data(), n, QuantSearch::minmax);
+  std::vector<uint8_t> qd(qa.size());
+  quantize_row(GgmlType::Q4_K, x.data(), qd.data(), n);
+  CHECK(qd == qa);  // the default is ggml's search
+  CHECK(qa != qb);
+  dequantize_row(GgmlType::Q4_K, qa.data(), a.data(), n);
+  dequantize_row(GgmlType::Q4_K, qb.data(), b.data(), n);
+  double ea = 0, eb = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    ea += (a[i] - x[i]) * (a[i] - x[i]);
+    eb += (b[i] - x[i]) * (b[i] - x[i]);
+  }
+  ea = std::sqrt(ea / n);
+  eb = std::sqrt(eb / n);
+  MESSAGE("Q4_K rmse: ggml search " << ea << ", min-max " << eb);
+  CHECK(ea <= eb);       // the search does help
+  CHECK(eb < 0.12);      // 4-bit on unit normals: ~0.1
+  CHECK(eb < 1.3 * ea);  // and min-max is not far behind
+}

@@ -25,6 +25,11 @@ void set_isa(Isa isa);  // tests and --isa; throws if the CPU lacks it
 
 // Reference conversions (also used by mkmodel). n is a multiple of the block size.
 void quantize_row(GgmlType t, const float* src, void* dst, int64_t n);
+// How Q4_K picks each sub-block's scale and min: ggml's search (the
+// reference; what the common quantizers write) or plain min-max (valid
+// blocks, a little more error, for generating large test models quickly).
+enum class QuantSearch { ggml, minmax };
+void quantize_row(GgmlType t, const float* src, void* dst, int64_t n, QuantSearch search);
 void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n);
 
 // 64-byte aligned byte storage, so SIMD kernels can use aligned loads.

@@ -306,7 +306,9 @@ void write_model(const std::filesystem::path& path, const ModelShape& shape,
           return;
         }
         for (int64_t r = 0; r < n; ++r)
-          kernels::quantize_row(t.type, tmp.data() + r * t.ne0, buf.data() + (r0 + r) * rb, t.ne0);
+          kernels::quantize_row(
+              t.type, tmp.data() + r * t.ne0, buf.data() + (r0 + r) * rb, t.ne0,
+              opts.fast_quant ? kernels::QuantSearch::minmax : kernels::QuantSearch::ggml);
       }
     });
     if (err) std::rethrow_exception(err);
