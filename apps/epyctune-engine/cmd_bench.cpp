@@ -132,33 +132,46 @@ int run_bench(const BenchOptions& o) {
 
     nlohmann::json jb = nlohmann::json::array();
     std::map<int, double> median_pass;
-    if (!o.json)
-      fmt::print("{:>5} {:>12} {:>12} {:>12} {:>10} {:>12} {:>10} {:>9} {:>10}\n", "batch",
-                 "pass ms (med)", "min", "max", "tok/s", "weights MB", "eff GB/s", "CPU share",
-                 "CPU s/pass");
+    // Repeats run outermost, each after its own bandwidth probe: this host's
+    // bandwidth drifts by tens of percent from minute to minute, so the
+    // roofline ratio and K=8/K=1 are taken within one repeat, then medianed.
+    std::map<int, std::vector<double>> per_pass;
+    std::map<int, double> cpu_used, wall_used;
+    std::vector<double> bw_rep;
     for (int k : o.batches) {
       std::span<const int32_t> batch(toks.data(), k);
       model->forward(batch, logits.data());  // warm-up
       model->truncate(o.ctx);
-      std::vector<double> per_pass;
-      // The share of the pool's CPUs the passes really got: on a shared host
-      // (other jobs, a VM's steal) a figure far below 1 explains slow passes.
-      const double cpu0 = cpu_seconds();
-      const auto wall0 = Clock::now();
-      for (int r = 0; r < o.repeat; ++r) {
+    }
+    const size_t rep_probe = std::min<size_t>(size_t(o.bw_mib) << 20, size_t{512} << 20);
+    for (int r = 0; r < o.repeat; ++r) {
+      bw_rep.push_back(runtime::measure_read_bandwidth(pool, rep_probe, 3).median_gbps);
+      for (int k : o.batches) {
+        std::span<const int32_t> batch(toks.data(), k);
+        // The share of the pool's CPUs the passes really got: on a shared host
+        // (other jobs, a VM's steal) a figure far below 1 explains slow passes.
+        const double cpu0 = cpu_seconds();
         auto t1 = Clock::now();
         for (int p = 0; p < o.passes; ++p) {
           model->forward(batch, logits.data());
           model->truncate(o.ctx);
         }
-        per_pass.push_back(since(t1) / o.passes);
+        const double wall = since(t1);
+        per_pass[k].push_back(wall / o.passes);
+        cpu_used[k] += cpu_seconds() - cpu0;
+        wall_used[k] += wall;
       }
-      const double cpu_used = cpu_seconds() - cpu0;
-      const double cpu_share = cpu_used / (since(wall0) * pool.size());
+    }
+    if (!o.json)
+      fmt::print("{:>5} {:>12} {:>12} {:>12} {:>10} {:>12} {:>10} {:>9} {:>10}\n", "batch",
+                 "pass ms (med)", "min", "max", "tok/s", "weights MB", "eff GB/s", "CPU share",
+                 "CPU s/pass");
+    for (int k : o.batches) {
+      const double cpu_share = cpu_used[k] / (wall_used[k] * pool.size());
       // CPU seconds one pass costs, whoever else runs: the compute side of the
       // roofline (includes brief spinning at joins).
-      const double cpu_per_pass = cpu_used / (o.repeat * o.passes);
-      Stats s = stats(per_pass);
+      const double cpu_per_pass = cpu_used[k] / (o.repeat * o.passes);
+      Stats s = stats(per_pass[k]);
       median_pass[k] = s.median;
       uint64_t bytes = model->weight_bytes_per_pass(k);
       double tps = k / s.median, eff = bytes / s.median / 1e9;
@@ -170,7 +183,7 @@ int run_bench(const BenchOptions& o) {
                       {"effective_gbps", eff},
                       {"cpu_share", cpu_share},
                       {"cpu_s_per_pass", cpu_per_pass},
-                      {"samples_s", per_pass}});
+                      {"samples_s", per_pass[k]}});
       } else {
         fmt::print(
             "{:>5} {:>12.2f} {:>12.2f} {:>12.2f} {:>10.2f} {:>12.1f} {:>10.2f} {:>8.0f}% "
@@ -178,6 +191,14 @@ int run_bench(const BenchOptions& o) {
             k, s.median * 1e3, s.min * 1e3, s.max * 1e3, tps, bytes / 1e6, eff, cpu_share * 100,
             cpu_per_pass);
       }
+    }
+    // Within-repeat ratios.
+    std::vector<double> roof_rep, k8_rep;
+    const double bytes1 = static_cast<double>(model->weight_bytes_per_pass(1));
+    for (int r = 0; r < o.repeat; ++r) {
+      if (per_pass.count(1))
+        roof_rep.push_back((1.0 / per_pass[1][r]) / (bw_rep[r] * 1e9 / bytes1));
+      if (per_pass.count(1) && per_pass.count(8)) k8_rep.push_back(per_pass[8][r] / per_pass[1][r]);
     }
 
     // Fork/join cost: regions one single-token pass issues, and the latency of
@@ -212,9 +233,18 @@ int run_bench(const BenchOptions& o) {
                            {"buffer_bytes", bw.buffer_bytes}};
     j["bytes_per_token"] = bytes_per_token;
     j["roofline_tokens_per_s"] = roofline_tps;
-    if (median_pass.count(1)) j["roofline_ratio"] = (1.0 / median_pass[1]) / roofline_tps;
-    if (median_pass.count(1) && median_pass.count(8))
-      j["k8_over_k1_time"] = median_pass[8] / median_pass[1];
+    j["bandwidth_per_repeat_gbps"] = bw_rep;
+    if (!roof_rep.empty()) {
+      const Stats rs = stats(roof_rep);
+      j["roofline_ratio"] = rs.median;
+      j["roofline_ratio_range"] = {rs.min, rs.max};
+      j["roofline_ratio_vs_median_bandwidth"] = (1.0 / median_pass[1]) / roofline_tps;
+    }
+    if (!k8_rep.empty()) {
+      const Stats ks = stats(k8_rep);
+      j["k8_over_k1_time"] = ks.median;
+      j["k8_over_k1_range"] = {ks.min, ks.max};
+    }
     j["load"] = {{"total_s", load_s},
                  {"parse_validate_s", lr.open_s},
                  {"copy_s", lr.copy_s},
@@ -239,12 +269,20 @@ int run_bench(const BenchOptions& o) {
                bw.median_gbps, bw.min_gbps, bw.max_gbps, bw.buffer_bytes >> 20);
     fmt::print("roofline   {:.2f} tok/s = {:.2f} GB/s / {:.1f} MB per token\n", roofline_tps,
                bw.median_gbps, bytes_per_token / 1e6);
-    if (median_pass.count(1))
-      fmt::print("batch 1    {:.2f} tok/s = {:.1f}% of the roofline\n", 1.0 / median_pass[1],
-                 100.0 * j["roofline_ratio"].get<double>());
-    if (j.contains("k8_over_k1_time"))
-      fmt::print("K=8 / K=1  {:.2f}x the time of a single-token pass\n",
-                 j["k8_over_k1_time"].get<double>());
+    if (!roof_rep.empty()) {
+      const Stats rs = stats(roof_rep);
+      const Stats bs = stats(bw_rep);
+      fmt::print(
+          "batch 1    {:.2f} tok/s = {:.1f}% of the roofline (median of {} repeats, each against "
+          "its own probe: {:.1f}-{:.1f}%; probes {:.1f}-{:.1f} GB/s)\n",
+          1.0 / median_pass[1], 100.0 * rs.median, roof_rep.size(), 100.0 * rs.min, 100.0 * rs.max,
+          bs.min, bs.max);
+    }
+    if (!k8_rep.empty()) {
+      const Stats ks = stats(k8_rep);
+      fmt::print("K=8 / K=1  {:.2f}x the time of a single-token pass (per repeat {:.2f}-{:.2f}x)\n",
+                 ks.median, ks.min, ks.max);
+    }
     fmt::print(
         "load       {:.2f} s total: parse+validate {:.3f} s, copy {:.2f} s, page-in {:.2f} s"
         " ({}); plain read() of the file {:.2f} s ({:.2f} GB/s)\n",
