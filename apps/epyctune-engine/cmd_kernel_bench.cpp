@@ -33,6 +33,7 @@ struct BenchOptions {
   int mb = 512;
   int threads = 1;
   int repeat = 7;
+  int loops = 1;
 };
 
 bool parse_type(const std::string& s, GgmlType& t) {
@@ -234,7 +235,8 @@ int run_bench(const BenchOptions& o) {
           k::prepare_acts(t, x.data(), nt, cols, acts);
           auto pass = [&](int i) {
             const int64_t r0 = rows * i / o.threads, r1 = rows * (i + 1) / o.threads;
-            k::matmul_rows(t, layout, wl, row_bytes, acts, y.data(), rows, r0, r1);
+            for (int l = 0; l < o.loops; ++l)
+              k::matmul_rows(t, layout, wl, row_bytes, acts, y.data(), rows, r0, r1);
           };
           // Scalar is slow: one pass tells its speed well enough.
           const int reps = isa == k::Isa::scalar ? 1 : o.repeat;
@@ -242,9 +244,10 @@ int run_bench(const BenchOptions& o) {
           std::vector<Timing> times;
           for (int r = 0; r < reps; ++r) times.push_back(timed_parallel(o.threads, pass));
           const Timing s = median(times);
-          const double gbs = static_cast<double>(w.size()) / s.wall / 1e9;
-          const double cgbs = static_cast<double>(w.size()) / s.cpu / 1e9;
-          const double bgbs = static_cast<double>(w.size()) / s.best / 1e9;
+          const double streamed = static_cast<double>(w.size()) * o.loops;
+          const double gbs = streamed / s.wall / 1e9;
+          const double cgbs = streamed / s.cpu / 1e9;
+          const double bgbs = streamed / s.best / 1e9;
           // Activation quantization cost, per token row (once per matmul).
           std::vector<double> prep;
           for (int r = 0; r < 5; ++r) {
@@ -257,7 +260,7 @@ int run_bench(const BenchOptions& o) {
               "{:<6} {:<8} {:<11} {:>6} {:>8} {:>7} {:>9.3f} {:>8.1f} {:>8.1f} {:>8.1f} {:>6.0f}% "
               "{:>8.1f}\n",
               tname, layout == k::WeightLayout::packed16 ? "packed16" : "ggml", k::isa_name(isa),
-              nt, rows, cols, s.wall * 1e3, gbs, cgbs, bgbs, 100.0 * gbs / probe,
+              nt, rows, cols, s.wall * 1e3 / o.loops, gbs, cgbs, bgbs, 100.0 * gbs / probe,
               prep.front() * 1e6);
         }
     }
@@ -281,6 +284,10 @@ void add_kernel_bench_command(CLI::App& app, GlobalOptions& global) {
       ->check(CLI::Range(1, 65536));
   cmd->add_option("--threads", opts->threads, "threads (disjoint row ranges)")
       ->check(CLI::Range(1, 1024));
+  cmd->add_option("--loops", opts->loops,
+                  "matmuls per timed pass: with --rows small enough for L2 (e.g. 256), "
+                  "the kernels' compute rate without DRAM or thread start-up")
+      ->check(CLI::Range(1, 1000000));
   cmd->add_option("--repeat", opts->repeat, "timed passes; the median is reported")
       ->check(CLI::Range(1, 1000));
   cmd->callback([opts, &global] { global.exit_code = run_bench(*opts); });
