@@ -84,6 +84,33 @@ template <bool kQ4, bool kVnni>
   }
 }
 
+// Group gi (at byte off of each row; rest < 16: the short last group) of R
+// rows against T tokens: acc[r * T + t] += block dots x scales, lane by lane;
+// lanes >= rest are left as they are.
+template <bool kQ4, bool kVnni, int R, int T>
+[[gnu::always_inline]] inline void group_rows_tokens(const uint8_t* const* rows, size_t off,
+                                                     int rest, const uint8_t* const* arows,
+                                                     int64_t gi, __m512* acc) {
+  Group g[R];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) load_group_packed<kQ4, kVnni>(rows[r] + off, g[r], rest);
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) {
+    const uint8_t* rec = arows[t] + static_cast<size_t>(gi) * kQ8GroupBytes;
+    const __m512 da = _mm512_load_ps(rec + kQ8GroupD);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const __m512 prod = _mm512_cvtepi32_ps(packed_dot<kQ4, kVnni>(g[r], rec));
+      const __m512 scale = _mm512_mul_ps(g[r].dw, da);
+      if (rest == 16)
+        acc[r * T + t] = _mm512_fmadd_ps(prod, scale, acc[r * T + t]);
+      else
+        acc[r * T + t] = _mm512_mask3_fmadd_ps(prod, scale, acc[r * T + t],
+                                               static_cast<__mmask16>((1u << rest) - 1u));
+    }
+  }
+}
+
 // Groups [g0, g1) of R rows x T tokens; acc[r * T + t] (row r, token t) is
 // read from and written back to `acc` so a row can be done in segments. With
 // `last`, the row's short tail group is added and out[r * T + t] reduced.
@@ -120,20 +147,7 @@ template <bool kQ4, bool kVnni, int R, int T>
       packed_group_1tok_vnni<kQ4, R>(rows, off, arows[0] + static_cast<size_t>(gi) * kQ8GroupBytes,
                                      acc);
     } else {
-      Group g[R];
-#pragma GCC unroll 4
-      for (int r = 0; r < R; ++r) load_group_packed<kQ4, kVnni>(rows[r] + off, g[r]);
-#pragma GCC unroll 4
-      for (int t = 0; t < T; ++t) {
-        const uint8_t* rec = arows[t] + static_cast<size_t>(gi) * kQ8GroupBytes;
-        const __m512 da = _mm512_load_ps(rec + kQ8GroupD);
-#pragma GCC unroll 4
-        for (int r = 0; r < R; ++r) {
-          const __m512i p = packed_dot<kQ4, kVnni>(g[r], rec);
-          acc[r * T + t] =
-              _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(g[r].dw, da), acc[r * T + t]);
-        }
-      }
+      group_rows_tokens<kQ4, kVnni, R, T>(rows, off, 16, arows, gi, acc);
     }
   }
   if (!last) {
@@ -145,22 +159,8 @@ template <bool kQ4, bool kVnni, int R, int T>
   if (const int rest = static_cast<int>(nb - full * 16); rest > 0) {
     // The short last group, packed with masked loads; its dead lanes are
     // masked out of the accumulators.
-    const size_t off = static_cast<size_t>(full) * kGroup;
-    const __mmask16 live = static_cast<__mmask16>((1u << rest) - 1u);
-    Group g[R];
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) load_group_packed<kQ4, kVnni>(rows[r] + off, g[r], rest);
-#pragma GCC unroll 4
-    for (int t = 0; t < T; ++t) {
-      const uint8_t* rec = arows[t] + static_cast<size_t>(full) * kQ8GroupBytes;
-      const __m512 da = _mm512_load_ps(rec + kQ8GroupD);
-#pragma GCC unroll 4
-      for (int r = 0; r < R; ++r) {
-        const __m512i p = packed_dot<kQ4, kVnni>(g[r], rec);
-        acc[r * T + t] = _mm512_mask3_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(g[r].dw, da),
-                                               acc[r * T + t], live);
-      }
-    }
+    group_rows_tokens<kQ4, kVnni, R, T>(rows, static_cast<size_t>(full) * kGroup, rest, arows, full,
+                                        acc);
   }
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) {
