@@ -148,18 +148,35 @@ int run_bench(const BenchOptions& o) {
       }
     }
   }
-  // Validate every type before spending time on the probe.
-  for (const auto& tname : o.types) {
+  // Validate every type and layout before spending time on the probe.
+  struct TypeRun {
+    std::string name;
     GgmlType t;
-    k::detail::Geometry g{};
-    if (!parse_type(tname, t) || !k::detail::geometry(t, g)) {
+    k::detail::Geometry g;
+  };
+  std::vector<TypeRun> runs;
+  for (const auto& tname : o.types) {
+    TypeRun tr{tname, GgmlType::F32, {}};
+    if (!parse_type(tname, tr.t) || !k::detail::geometry(tr.t, tr.g)) {
       fmt::print(stderr, "kernel-bench: unknown --type '{}' (f32 f16 bf16 q4_0 q8_0 q4_k q6_k)\n",
                  tname);
       return 2;
     }
-    if (cols % g.block_elems != 0) {
+    if (cols % tr.g.block_elems != 0) {
       fmt::print(stderr, "kernel-bench: --cols {} is not a multiple of {}'s block size {}\n", cols,
-                 tname, g.block_elems);
+                 tname, tr.g.block_elems);
+      return 2;
+    }
+    runs.push_back(tr);
+  }
+  std::vector<k::WeightLayout> all_layouts;
+  for (const auto& l : o.layouts) {
+    if (l == "ggml") {
+      all_layouts.push_back(k::WeightLayout::ggml);
+    } else if (l == "packed16") {
+      all_layouts.push_back(k::WeightLayout::packed16);
+    } else {
+      fmt::print(stderr, "kernel-bench: unknown --layout '{}' (ggml, packed16)\n", l);
       return 2;
     }
   }
@@ -181,19 +198,10 @@ int run_bench(const BenchOptions& o) {
              "%probe", "prep_us");
   std::mt19937 rng(1);
   std::normal_distribution<float> dist(0.0f, 1.0f);
-  for (const auto& tname : o.types) {
-    GgmlType t;
-    k::detail::Geometry g{};
-    if (!parse_type(tname, t) || !k::detail::geometry(t, g)) {
-      fmt::print(stderr, "kernel-bench: unknown --type '{}' (f32 f16 bf16 q4_0 q8_0 q4_k q6_k)\n",
-                 tname);
-      return 2;
-    }
-    if (cols % g.block_elems != 0) {
-      fmt::print(stderr, "kernel-bench: --cols {} is not a multiple of {}'s block size {}\n", cols,
-                 tname, g.block_elems);
-      return 2;
-    }
+  for (const TypeRun& tr : runs) {
+    const GgmlType t = tr.t;
+    const k::detail::Geometry& g = tr.g;
+    const std::string& tname = tr.name;
     const size_t row_bytes = static_cast<size_t>(cols / g.block_elems) * g.block_bytes;
     const int64_t rows =
         o.rows > 0 ? o.rows
@@ -208,16 +216,8 @@ int run_bench(const BenchOptions& o) {
     for (int64_t r = 16; r < rows; ++r)
       std::memcpy(&w[r * row_bytes], &w[(r % 16) * row_bytes], row_bytes);
     std::vector<k::WeightLayout> layouts;
-    for (const auto& l : o.layouts) {
-      if (l == "ggml") {
-        layouts.push_back(k::WeightLayout::ggml);
-      } else if (l == "packed16") {
-        if (k::has_packed_layout(t)) layouts.push_back(k::WeightLayout::packed16);
-      } else {
-        fmt::print(stderr, "kernel-bench: unknown --layout '{}' (ggml, packed16)\n", l);
-        return 2;
-      }
-    }
+    for (k::WeightLayout l : all_layouts)
+      if (l == k::WeightLayout::ggml || k::has_packed_layout(t)) layouts.push_back(l);
     std::vector<uint8_t> wp;
     if (std::find(layouts.begin(), layouts.end(), k::WeightLayout::packed16) != layouts.end()) {
       wp = w;
