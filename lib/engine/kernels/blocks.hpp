@@ -247,7 +247,8 @@ constexpr size_t kPackD = 32;
 //   [0, 512)   8 rows of 64 bytes: row i, lane L (bytes 4L..4L+3) = elements
 //              4i..4i+3 of lane L's sub-block;
 //   [512, 576) 16 floats: the scale d of lane L's super-block;
-//   [576, 640) 16 int32: the sum of lane L's sub-block quants (for the mins).
+//   [576, 640) 16 floats: the sum of lane L's sub-block quants (for the mins;
+//              exact integers).
 constexpr size_t kQ4KPairBytes = 640;
 constexpr size_t kQ4KPairD = 512;
 constexpr size_t kQ4KPairBsum = 576;

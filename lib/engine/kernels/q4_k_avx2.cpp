@@ -1,6 +1,6 @@
 // AVX2 Q4_K matmul. A super-block is transposed so that int32 lane j holds its
-// sub-block j whole (vpmaddubsw, vpmaddwd), then one multiply by the lane's
-// scale and one for its min; super-block b's lanes are the scalar reference's
+// sub-block j whole (vpmaddubsw, vpmaddwd), then one fma by the lane's scale
+// and one by its min; super-block b's lanes are the scalar reference's
 // stripes 8 * (b % 2) + j. Up to 4 tokens per pass over the weights.
 #include <immintrin.h>
 
@@ -21,9 +21,8 @@ inline float reduce16(__m256 lo, __m256 hi) {
 }
 
 struct Block {
-  __m256i w[8];  // row i, lane j: nibbles 4i..4i+3 of sub-block j
-  __m256i sc, mn;
-  __m256 dw, dmin;
+  __m256i w[8];   // row i, lane j: nibbles 4i..4i+3 of sub-block j
+  __m256 ws, wm;  // per-lane fp32(d) * scale and fp32(dmin) * min (exact)
 };
 
 [[gnu::always_inline]] inline void load_block(const BlockQ4_K& b, Block& k) {
@@ -52,18 +51,20 @@ struct Block {
   }
   uint64_t sc, mn;
   q4k_unpack_scales(b.scales, sc, mn);
-  k.sc = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(sc)));
-  k.mn = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(mn)));
-  k.dw = _mm256_set1_ps(_cvtsh_ss(b.d));
-  k.dmin = _mm256_set1_ps(_cvtsh_ss(b.dmin));
+  k.ws = _mm256_mul_ps(
+      _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(sc)))),
+      _mm256_set1_ps(_cvtsh_ss(b.d)));
+  k.wm = _mm256_mul_ps(
+      _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(mn)))),
+      _mm256_set1_ps(_cvtsh_ss(b.dmin)));
 }
 
 template <int T>
 void row_tile(const uint8_t* row, int64_t nsb, const uint8_t* const* arows, float* out) {
   const auto* blk = reinterpret_cast<const BlockQ4_K*>(row);
-  __m256 acc[T][2], accm[T][2];
+  __m256 acc[T][2];
 #pragma GCC unroll 4
-  for (int t = 0; t < T; ++t) acc[t][0] = acc[t][1] = accm[t][0] = accm[t][1] = _mm256_setzero_ps();
+  for (int t = 0; t < T; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
   Block k;
   const __m256i ones = _mm256_set1_epi16(1);
   for (int64_t b = 0; b < nsb; ++b) {
@@ -79,17 +80,16 @@ void row_tile(const uint8_t* row, int64_t nsb, const uint8_t* const* arows, floa
       __m256i s16 = _mm256_maddubs_epi16(k.w[0], a(0));
 #pragma GCC unroll 8
       for (int i = 1; i < 8; ++i) s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(k.w[i], a(i)));
-      const __m256i isc = _mm256_mullo_epi32(_mm256_madd_epi16(s16, ones), k.sc);
-      const __m256i imn = _mm256_mullo_epi32(
-          _mm256_load_si256(reinterpret_cast<const __m256i*>(rec + kQ4KPairBsum)), k.mn);
+      const __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16, ones));
+      const __m256 bs = _mm256_load_ps(reinterpret_cast<const float*>(rec + kQ4KPairBsum));
       const __m256 da = _mm256_load_ps(reinterpret_cast<const float*>(rec + kQ4KPairD));
-      acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isc), _mm256_mul_ps(k.dw, da), acc[t][h]);
-      accm[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(imn), _mm256_mul_ps(k.dmin, da), accm[t][h]);
+      acc[t][h] = _mm256_fmadd_ps(p, _mm256_mul_ps(k.ws, da), acc[t][h]);
+      acc[t][h] = _mm256_fnmadd_ps(bs, _mm256_mul_ps(k.wm, da), acc[t][h]);
     }
   }
 #pragma GCC unroll 4
   for (int t = 0; t < T; ++t) {
-    out[t] = reduce16(acc[t][0], acc[t][1]) - reduce16(accm[t][0], accm[t][1]);
+    out[t] = reduce16(acc[t][0], acc[t][1]);
   }
 }
 

@@ -1,8 +1,8 @@
 // AVX-512 Q4_K matmul, included by q4_k_avx512.cpp (vpmaddubsw) and
 // q4_k_avx512vnni.cpp (vpdpbusd). Two super-blocks are transposed so that
 // int32 lane L holds sub-block L % 8 of super-block L / 8 whole: 8 u8 x s8
-// dot-product instructions per 512 weights and token, then one multiply by the
-// lane's 6-bit scale (and one for its min). Lanes are the scalar reference's
+// dot-product instructions per 512 weights and token, then one fma by the
+// lane's scale and one by its min. Lanes are the scalar reference's
 // stripes (ref_matmul.cpp). Up to 8 tokens per pass over the weights.
 #pragma once
 
@@ -29,9 +29,8 @@ constexpr int kMaxTokens = 8;
 }
 
 struct Pair {
-  __m512i w[8];     // row i, lane L: nibbles 4i..4i+3 of lane L's sub-block
-  __m512i sc, mn;   // per-lane 6-bit scale and min
-  __m512 dw, dmin;  // per-lane fp32(d), fp32(dmin)
+  __m512i w[8];   // row i, lane L: nibbles 4i..4i+3 of lane L's sub-block
+  __m512 ws, wm;  // per-lane fp32(d) * scale, fp32(dmin) * min (exact)
 };
 
 [[gnu::always_inline]] inline void load_pair(const BlockQ4_K& b0, const BlockQ4_K& b1, Pair& p) {
@@ -62,14 +61,16 @@ struct Pair {
   uint64_t sc[2], mn[2];
   q4k_unpack_scales(b0.scales, sc[0], mn[0]);
   q4k_unpack_scales(b1.scales, sc[1], mn[1]);
-  p.sc = _mm512_cvtepu8_epi32(
-      _mm_set_epi64x(static_cast<int64_t>(sc[1]), static_cast<int64_t>(sc[0])));
-  p.mn = _mm512_cvtepu8_epi32(
-      _mm_set_epi64x(static_cast<int64_t>(mn[1]), static_cast<int64_t>(mn[0])));
-  p.dw = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(_cvtsh_ss(b0.d)),
-                              _mm512_set1_ps(_cvtsh_ss(b1.d)));
-  p.dmin = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(_cvtsh_ss(b0.dmin)),
-                                _mm512_set1_ps(_cvtsh_ss(b1.dmin)));
+  const __m512 dw = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(_cvtsh_ss(b0.d)),
+                                         _mm512_set1_ps(_cvtsh_ss(b1.d)));
+  const __m512 dmin = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(_cvtsh_ss(b0.dmin)),
+                                           _mm512_set1_ps(_cvtsh_ss(b1.dmin)));
+  p.ws = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_set_epi64x(
+                           static_cast<int64_t>(sc[1]), static_cast<int64_t>(sc[0])))),
+                       dw);
+  p.wm = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_set_epi64x(
+                           static_cast<int64_t>(mn[1]), static_cast<int64_t>(mn[0])))),
+                       dmin);
 }
 
 template <bool kVnni>
@@ -93,9 +94,9 @@ template <bool kVnni, int T>
 void row_tile(const uint8_t* row, int64_t nsb, const uint8_t* const* arows, float* out) {
   static const BlockQ4_K kZero{};
   const auto* blk = reinterpret_cast<const BlockQ4_K*>(row);
-  __m512 acc[T], accm[T];
+  __m512 acc[T];
 #pragma GCC unroll 8
-  for (int t = 0; t < T; ++t) acc[t] = accm[t] = _mm512_setzero_ps();
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   const int64_t np = (nsb + 1) / 2;
   Pair p;
   for (int64_t m = 0; m < np; ++m) {
@@ -105,17 +106,15 @@ void row_tile(const uint8_t* row, int64_t nsb, const uint8_t* const* arows, floa
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       const uint8_t* rec = arows[t] + static_cast<size_t>(m) * kQ4KPairBytes;
-      const __m512i isc = _mm512_mullo_epi32(pair_dot<kVnni>(p, rec), p.sc);
-      const __m512i imn = _mm512_mullo_epi32(_mm512_load_si512(rec + kQ4KPairBsum), p.mn);
+      const __m512 dot = _mm512_cvtepi32_ps(pair_dot<kVnni>(p, rec));
+      const __m512 bs = _mm512_load_ps(rec + kQ4KPairBsum);
       const __m512 da = _mm512_load_ps(rec + kQ4KPairD);
-      acc[t] =
-          _mm512_mask3_fmadd_ps(_mm512_cvtepi32_ps(isc), _mm512_mul_ps(p.dw, da), acc[t], live);
-      accm[t] =
-          _mm512_mask3_fmadd_ps(_mm512_cvtepi32_ps(imn), _mm512_mul_ps(p.dmin, da), accm[t], live);
+      acc[t] = _mm512_mask3_fmadd_ps(dot, _mm512_mul_ps(p.ws, da), acc[t], live);
+      acc[t] = _mm512_mask3_fnmadd_ps(bs, _mm512_mul_ps(p.wm, da), acc[t], live);
     }
   }
 #pragma GCC unroll 8
-  for (int t = 0; t < T; ++t) out[t] = reduce(acc[t]) - reduce(accm[t]);
+  for (int t = 0; t < T; ++t) out[t] = reduce(acc[t]);
 }
 
 template <bool kVnni>

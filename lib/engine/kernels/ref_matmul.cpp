@@ -5,10 +5,13 @@
 //   integer; with s = fp32(d_w) * d_a it accumulates into stripe b % 16:
 //   acc[b % 16] = fma(P, s, acc[b % 16]).
 // Q4_K (super-blocks of 256, sub-blocks of 32): sub-block j of super-block b
-//   is lane L = 8 * (b % 2) + j; P = sum q * a over the sub-block is exact;
-//   acc[L] = fma(sc_j * P, fp32(d_w) * d_a, acc[L]) and
-//   accm[L] = fma(m_j * sum(a), fp32(dmin_w) * d_a, accm[L]);
-//   y = reduce16(acc) - reduce16(accm).
+//   is lane L = 8 * (b % 2) + j; P = sum q * a over the sub-block is exact,
+//   and so are ws = fp32(d_w) * sc_j and wm = fp32(dmin_w) * m_j (11-bit
+//   mantissa times 6 bits); acc[L] = fma(P, ws * d_a, acc[L]), then
+//   acc[L] = fma(-sum(a), wm * d_a, acc[L]); y = reduce16(acc). One stripe
+//   set for both terms and per-lane weight scales computed once per
+//   super-block: that is what lets the SIMD tiles hold two rows x four
+//   tokens of accumulators in registers.
 // Q6_K: wq_i = q_i * scale(sub-block of i) is an exact int16; lane
 //   l = (i % 32) / 2 collects I[l] = sum wq_i * a_i (exact);
 //   acc[l] = fma(I[l], fp32(d_w) * d_a, acc[l]); y = reduce16(acc).
@@ -85,7 +88,6 @@ void matmul_q4_K(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* 
   const int64_t nsb = acts.k / 256;
   for_rows_tokens(w, w_row_bytes, acts, y, ldy, r0, r1, [&](const uint8_t* row, const uint8_t* a) {
     float acc[16] = {};
-    float accm[16] = {};
     for (int64_t b = 0; b < nsb; ++b) {
       const uint8_t* rec = a + static_cast<size_t>(b / 2) * kQ4KPairBytes;
       const auto* qa = reinterpret_cast<const int8_t*>(rec);
@@ -102,12 +104,13 @@ void matmul_q4_K(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* 
           p += q * qa[q4k_pair_pos(L, e)];
         }
         const float da = reinterpret_cast<const float*>(rec + kQ4KPairD)[L];
-        const int32_t bs = reinterpret_cast<const int32_t*>(rec + kQ4KPairBsum)[L];
-        acc[L] = std::fma(static_cast<float>(sc * p), dw * da, acc[L]);
-        accm[L] = std::fma(static_cast<float>(m * bs), dmin * da, accm[L]);
+        const float bs = reinterpret_cast<const float*>(rec + kQ4KPairBsum)[L];
+        const float ws = dw * static_cast<float>(sc), wm = dmin * static_cast<float>(m);
+        acc[L] = std::fma(static_cast<float>(p), ws * da, acc[L]);
+        acc[L] = std::fma(-bs, wm * da, acc[L]);
       }
     }
-    return reduce16(acc) - reduce16(accm);
+    return reduce16(acc);
   });
 }
 
