@@ -245,20 +245,48 @@ TEST_CASE("packed16 rows: a byte permutation that pack/unpack undo") {
       CHECK(p == w.data);
     }
   }
-  std::vector<uint8_t> f(64);
-  CHECK_THROWS_AS(pack_rows(GgmlType::Q4_K, f.data(), 64, 1, 256), std::invalid_argument);
+  std::vector<uint8_t> f(210);
+  CHECK_THROWS_AS(pack_rows(GgmlType::Q6_K, f.data(), 210, 1, 256), std::invalid_argument);
   CHECK(has_packed_layout(GgmlType::Q4_0));
+  CHECK(has_packed_layout(GgmlType::Q4_K));
   CHECK_FALSE(has_packed_layout(GgmlType::Q6_K));
+}
+
+TEST_CASE("packed16 Q4_K rows: pack/unpack undo each other, on every bit of the scales") {
+  const GgmlType t = GgmlType::Q4_K;
+  // 1 and 3 super-blocks: a lone (8-lane) tail; 2 and 4: whole pairs.
+  for (int64_t k : {256, 512, 768, 1024}) {
+    CAPTURE(k);
+    const Weights w = make_weights(t, 3, k, 31);
+    auto p = w.data;
+    pack_rows(t, p.data(), w.row_bytes, 3, k);
+    CHECK(p != w.data);
+    unpack_rows(t, p.data(), w.row_bytes, 3, k);
+    CHECK(p == w.data);
+    // Arbitrary bytes: every scale and min takes its high bits too.
+    std::mt19937 rng(static_cast<uint32_t>(k));
+    std::vector<uint8_t> r(w.data.size());
+    for (auto& b : r) b = static_cast<uint8_t>(rng());
+    auto q = r;
+    pack_rows(t, q.data(), w.row_bytes, 3, k);
+    CHECK(q != r);
+    unpack_rows(t, q.data(), w.row_bytes, 3, k);
+    CHECK(q == r);
+  }
 }
 
 TEST_CASE("packed16 rows give the scalar oracle's bits on every ISA and row split") {
   const Isa saved = active_isa();
-  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0}) {
-    // 8800: 17 full groups (three segments) and a 3-block tail.
-    for (int64_t k : {32, 544, 1056, 4128, 8800}) {
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K}) {
+    // Q4_0 / Q8_0: 8800 is 17 full groups (three segments) and a 3-block
+    // tail. Q4_K: 256 and 2816 end in a lone super-block (11: five pairs
+    // and one), 4608 is 9 pairs (two segments).
+    const bool kq = t == GgmlType::Q4_K;
+    for (int64_t k : kq ? std::vector<int64_t>{256, 512, 2816, 4608, 8960}
+                        : std::vector<int64_t>{32, 544, 1056, 4128, 8800}) {
       for (int64_t rows : {1, 2, 3, 5, 7, 37, 70}) {
-        if (k == 4128 && rows > 7) continue;  // keep ASan runs short
-        if (k == 8800 && rows != 3 && rows != 70) continue;
+        if ((k == 4128 || k == 4608) && rows > 7) continue;  // keep ASan runs short
+        if ((k == 8800 || k == 8960) && rows != 3 && rows != 70) continue;
         CAPTURE(static_cast<int>(t));
         CAPTURE(k);
         CAPTURE(rows);
@@ -298,12 +326,13 @@ TEST_CASE("packed16 rows give the scalar oracle's bits on every ISA and row spli
   CHECK_FALSE(packed_layout_pays(GgmlType::Q4_0));
   set_isa(saved);
   if (best_isa() >= Isa::avx512) CHECK(packed_layout_pays(GgmlType::Q4_0));
-  CHECK_FALSE(packed_layout_pays(GgmlType::Q4_K));
-  const Weights w = make_weights(GgmlType::Q4_K, 1, 256, 1);
+  if (best_isa() >= Isa::avx512) CHECK(packed_layout_pays(GgmlType::Q4_K));
+  CHECK_FALSE(packed_layout_pays(GgmlType::Q6_K));
+  const Weights w = make_weights(GgmlType::Q6_K, 1, 256, 1);
   std::vector<float> x(256, 1.0f), y(1);
   Acts acts;
-  prepare_acts(GgmlType::Q4_K, x.data(), 1, 256, acts);
-  CHECK_THROWS_AS(matmul_rows(GgmlType::Q4_K, WeightLayout::packed16, w.data.data(), w.row_bytes,
+  prepare_acts(GgmlType::Q6_K, x.data(), 1, 256, acts);
+  CHECK_THROWS_AS(matmul_rows(GgmlType::Q6_K, WeightLayout::packed16, w.data.data(), w.row_bytes,
                               acts, y.data(), 1, 0, 1),
                   std::invalid_argument);
 }

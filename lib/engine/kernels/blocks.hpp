@@ -237,6 +237,22 @@ constexpr int q8_group_pos(int L, int e) {
 //              nibble pairs, exactly as in the block).
 // The n < 16 blocks after the last full group pack the same way into their
 // own 18n / 34n bytes: n fp16 scales, then chunks of 4n bytes.
+//
+// Q4_K packs a pair of super-blocks (16 lanes: lane L = sub-block L % 8 of
+// super-block L / 8, as in its activation records below) into the pair's
+// 288 bytes, and a row's odd last super-block (8 lanes) into its 144, with
+// n = 16 or 8 lanes:
+//   [0, n)         byte L: low nibble = the low 4 bits of lane L's 6-bit
+//                  scale, high nibble = those of its min;
+//   [n, 5n/4)      the scales' top 2 bits, lane L at bits 2L..2L+1;
+//   [5n/4, 3n/2)   the mins' top 2 bits, likewise;
+//   [3n/2, 2n)     fp16 d, dmin of each super-block;
+//   [2n, 18n)      4 chunks of 4n bytes: chunk i, lane L, byte b: low nibble
+//                  = element 4i + b of lane L's sub-block, high nibble =
+//                  element 16 + 4i + b (a mask and a shift give activation
+//                  rows i and i + 4).
+// A lane is 18 bytes in every packed type but Q8_0 (34), so full groups sit
+// at 16 x 18 bytes and the tail needs no special geometry.
 constexpr int kPackBlocks = 16;
 constexpr size_t kPackD = 32;
 

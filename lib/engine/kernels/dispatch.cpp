@@ -83,9 +83,11 @@ struct Tables {
     detail::fill_avx512_table_qx_0(t[2]);
     detail::fill_avx512_table_k_quants(t[2]);
     detail::fill_avx512_table_float(t[2]);
+    detail::fill_avx512_table_packed(t[2]);
     t[3] = t[2];
     detail::fill_avx512vnni_table_qx_0(t[3]);
     detail::fill_avx512vnni_table_k_quants(t[3]);
+    detail::fill_avx512vnni_table_packed(t[3]);
     for (int i = 1; i < 4; ++i) {
       MatmulTable& c = t[i];
       const MatmulTable& p = t[i - 1];
@@ -97,7 +99,8 @@ struct Tables {
                                {&c.q4_k, &p.q4_k},
                                {&c.q6_k, &p.q6_k},
                                {&c.q4_0_p16, &p.q4_0_p16},
-                               {&c.q8_0_p16, &p.q8_0_p16}}) {
+                               {&c.q8_0_p16, &p.q8_0_p16},
+                               {&c.q4_k_p16, &p.q4_k_p16}}) {
         if (*cur == nullptr) *cur = *prev;
       }
     }
@@ -147,6 +150,7 @@ detail::MatmulFn pick(const MatmulTable& t, GgmlType wtype, WeightLayout layout)
   if (layout == WeightLayout::packed16) {
     if (wtype == GgmlType::Q4_0) return t.q4_0_p16;
     if (wtype == GgmlType::Q8_0) return t.q8_0_p16;
+    if (wtype == GgmlType::Q4_K) return t.q4_k_p16;
     return nullptr;
   }
   switch (wtype) {

@@ -20,7 +20,7 @@ struct MatmulTable {
   MatmulFn f32 = nullptr, f16 = nullptr, bf16 = nullptr;
   MatmulFn q4_0 = nullptr, q8_0 = nullptr, q4_k = nullptr, q6_k = nullptr;
   // WeightLayout::packed16 rows; null: dispatch unpacks rows for the ggml kernel.
-  MatmulFn q4_0_p16 = nullptr, q8_0_p16 = nullptr;
+  MatmulFn q4_0_p16 = nullptr, q8_0_p16 = nullptr, q4_k_p16 = nullptr;
 };
 
 // Defined in ref_matmul.cpp (scalar), *_avx2.cpp and *_avx512*.cpp. An ISA
@@ -35,6 +35,8 @@ void fill_avx512_table_k_quants(MatmulTable& t);
 void fill_avx512_table_float(MatmulTable& t);
 void fill_avx512vnni_table_qx_0(MatmulTable& t);
 void fill_avx512vnni_table_k_quants(MatmulTable& t);
+void fill_avx512_table_packed(MatmulTable& t);
+void fill_avx512vnni_table_packed(MatmulTable& t);
 
 // AVX2 activation quantizers (quantize_acts_avx2.cpp): one scale for n
 // elements (a multiple of 32 / 16), bytes identical to the scalar rule.

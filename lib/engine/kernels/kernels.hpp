@@ -75,7 +75,7 @@ void matmul_rows(GgmlType wtype, const void* w, size_t w_row_bytes, const Acts& 
 // the SIMD kernels consume (blocks.hpp: packed16), which spares every matmul a
 // gather and a transpose per 16 blocks. Results are bit-identical either way.
 enum class WeightLayout { ggml, packed16 };
-bool has_packed_layout(GgmlType t);  // Q4_0, Q8_0
+bool has_packed_layout(GgmlType t);  // Q4_0, Q8_0, Q4_K
 // Whether the active ISA has a native kernel for packed rows of this type (the
 // others unpack each row first: correct, but slower than the ggml layout).
 bool packed_layout_pays(GgmlType t);

@@ -1,11 +1,9 @@
 // AVX-512 VNNI kernels for Q4_0 and Q8_0 weights (vpdpbusd).
-#include "engine/kernels/qx_0_packed_avx512_impl.hpp"
+#include "engine/kernels/qx_0_avx512_impl.hpp"
 
 namespace epyctune::engine::kernels::detail {
 void fill_avx512vnni_table_qx_0(MatmulTable& t) {
   t.q4_0 = avx512::matmul<true, true>;
   t.q8_0 = avx512::matmul<false, true>;
-  t.q4_0_p16 = avx512::matmul_packed<true, true>;
-  t.q8_0_p16 = avx512::matmul_packed<false, true>;
 }
 }  // namespace epyctune::engine::kernels::detail

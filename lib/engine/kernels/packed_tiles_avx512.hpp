@@ -1,21 +1,60 @@
-// AVX-512 Q4_0 / Q8_0 matmul on packed16 rows (blocks.hpp), included by the
-// same TUs as qx_0_avx512_impl.hpp. Packed groups load without a gather or a
-// transpose, which frees enough issue slots that the activations become the
-// bottleneck: with one row at a time every activation vector is loaded once
-// per row, and a batch of 8 tokens (80 KiB of records at k = 4096) spills
-// out of L1. So a tile takes several rows per activation load:
-//   - one token: R = 4 rows share each activation vector (held in registers);
+// AVX-512 matmul on packed16 rows (blocks.hpp), for any packed format F
+// (packed_formats_avx512.hpp: Q4_0, Q8_0, Q4_K). Packed groups load without a
+// gather or a transpose, which frees enough issue slots that the activations
+// become the bottleneck: with one row at a time every activation vector is
+// loaded once per row, and a batch of 8 tokens (80 KiB of records at
+// k = 4096) spills out of L1. So a tile takes several rows per activation
+// load:
+//   - one token: one row at a time (a single stream for the prefetchers);
 //   - 2..4 tokens: R = 2 rows' unpacked groups stay in registers while each
 //     token's records stream past them, and larger batches go 4 tokens at a
 //     time over the same (now L1-resident) rows.
-// Lane L of every accumulator still sums block 16g + L in group order, so the
-// result is bit-identical to the scalar reference and to the ggml-layout path.
+// Lane L of every accumulator still sums its lane's blocks in group order, so
+// the result is bit-identical to the scalar reference and to the ggml-layout
+// path.
+//
+// A format F provides: kLaneBytes (bytes per lane: a group is 16 of them);
+// Group and load(base, group, rest) (rest < 16: the row's short last group,
+// lanes >= rest load as zero); Token and token(rec) (what a token's record
+// shares between rows); update(group, rec, token, acc, rest); and, with
+// kOneToken, one_token<R>(rows, off, rec, acc) for a faster T = 1 step.
 #pragma once
 
-#include "engine/kernels/qx_0_avx512_impl.hpp"
+#include <immintrin.h>
 
-namespace epyctune::engine::kernels::detail::avx512 {
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "engine/kernels/blocks.hpp"
+#include "engine/kernels/kernels.hpp"
+
+namespace epyctune::engine::kernels::detail::avx512p {
+// Internal linkage: this header is compiled into TUs with different ISA
+// flags, and one TU must never call another TU's copy.
 namespace {
+
+// The canonical reduce16 tree on one zmm.
+[[gnu::always_inline]] inline float reduce_lanes(__m512 acc) {
+  const __m256 lo = _mm512_castps512_ps256(acc);
+  const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1));
+  const __m256 h = _mm256_add_ps(lo, hi);
+  const __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  const __m128 r = _mm_add_ps(q, _mm_movehl_ps(q, q));
+  return _mm_cvtss_f32(_mm_add_ss(r, _mm_shuffle_ps(r, r, 1)));
+}
+
+// acc += a * b on the live lanes [0, rest).
+[[gnu::always_inline]] inline __m512 fma_lanes(__m512 a, __m512 b, __m512 acc, int rest) {
+  if (rest == 16) return _mm512_fmadd_ps(a, b, acc);
+  return _mm512_mask3_fmadd_ps(a, b, acc, static_cast<__mmask16>((1u << rest) - 1u));
+}
+// acc -= a * b on the live lanes (one rounding, as fma(-a, b, acc)).
+[[gnu::always_inline]] inline __m512 fnma_lanes(__m512 a, __m512 b, __m512 acc, int rest) {
+  if (rest == 16) return _mm512_fnmadd_ps(a, b, acc);
+  return _mm512_mask3_fnmadd_ps(a, b, acc, static_cast<__mmask16>((1u << rest) - 1u));
+}
 
 constexpr int kPackedMaxTokens = 4;
 // The software prefetch runs this many rows ahead of the tile, at the same
@@ -33,81 +72,22 @@ constexpr int64_t kRowBlock = 32;
 // tokens, 2 threads: 16.2 GB/s unsegmented, 20.6 segmented).
 constexpr int64_t kSegmentGroups = 8;
 
-// One token, R rows, VNNI: the token's 8 activation vectors are loaded once
-// per group and each row's weights are unpacked straight into vpdpbusd.
-template <bool kQ4, int R>
-[[gnu::always_inline]] inline void packed_group_1tok_vnni(const uint8_t* const* rows, size_t off,
-                                                          const uint8_t* rec, __m512* acc) {
-  __m512i a[8];
-#pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) a[i] = _mm512_load_si512(rec + 64 * i);
-  const __m512i corr = _mm512_load_si512(rec + kQ8GroupCorr);
-  const __m512 da = _mm512_load_ps(rec + kQ8GroupD);
-#pragma GCC unroll 4
-  for (int r = 0; r < R; ++r) {
-    const uint8_t* g = rows[r] + off;
-    auto ld = [&](int i) { return _mm512_loadu_si512(g + kPackD + 64 * i); };
-    __m512i s0 = corr, s1 = _mm512_setzero_si512();
-    if constexpr (kQ4) {
-      const __m512i m = _mm512_set1_epi8(0x0F);
-#pragma GCC unroll 4
-      for (int i = 0; i < 4; ++i) {
-        const __m512i z = ld(i);
-        s0 = _mm512_dpbusd_epi32(s0, _mm512_and_si512(z, m), a[i]);
-        s1 = _mm512_dpbusd_epi32(s1, _mm512_and_si512(_mm512_srli_epi16(z, 4), m), a[i + 4]);
-      }
-    } else {
-      const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-#pragma GCC unroll 8
-      for (int i = 0; i < 8; i += 2) {
-        s0 = _mm512_dpbusd_epi32(s0, _mm512_xor_si512(ld(i), flip), a[i]);
-        s1 = _mm512_dpbusd_epi32(s1, _mm512_xor_si512(ld(i + 1), flip), a[i + 1]);
-      }
-    }
-    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g)));
-    acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), _mm512_mul_ps(dw, da),
-                             acc[r]);
-  }
-}
-
-// group_dot for several rows per token: one chain per row, started from the
-// correction as a load (a register copy would cost an ALU slot per row).
-template <bool kQ4, bool kVnni>
-[[gnu::always_inline]] inline __m512i packed_dot(const Group& g, const uint8_t* rec) {
-  if constexpr (kVnni) {
-    __m512i s = _mm512_load_si512(rec + kQ8GroupCorr);
-#pragma GCC unroll 8
-    for (int i = 0; i < 8; ++i) s = _mm512_dpbusd_epi32(s, g.w[i], _mm512_load_si512(rec + 64 * i));
-    return s;
-  } else {
-    return group_dot<kQ4, kVnni>(g, rec);
-  }
-}
-
 // Group gi (at byte off of each row; rest < 16: the short last group) of R
 // rows against T tokens: acc[r * T + t] += block dots x scales, lane by lane;
 // lanes >= rest are left as they are.
-template <bool kQ4, bool kVnni, int R, int T>
+template <class F, int R, int T>
 [[gnu::always_inline]] inline void group_rows_tokens(const uint8_t* const* rows, size_t off,
                                                      int rest, const uint8_t* const* arows,
                                                      int64_t gi, __m512* acc) {
-  Group g[R];
+  typename F::Group g[R];
 #pragma GCC unroll 4
-  for (int r = 0; r < R; ++r) load_group_packed<kQ4, kVnni>(rows[r] + off, g[r], rest);
+  for (int r = 0; r < R; ++r) F::load(rows[r] + off, g[r], rest);
 #pragma GCC unroll 4
   for (int t = 0; t < T; ++t) {
     const uint8_t* rec = arows[t] + static_cast<size_t>(gi) * kQ8GroupBytes;
-    const __m512 da = _mm512_load_ps(rec + kQ8GroupD);
+    const typename F::Token tok = F::token(rec);
 #pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      const __m512 prod = _mm512_cvtepi32_ps(packed_dot<kQ4, kVnni>(g[r], rec));
-      const __m512 scale = _mm512_mul_ps(g[r].dw, da);
-      if (rest == 16)
-        acc[r * T + t] = _mm512_fmadd_ps(prod, scale, acc[r * T + t]);
-      else
-        acc[r * T + t] = _mm512_mask3_fmadd_ps(prod, scale, acc[r * T + t],
-                                               static_cast<__mmask16>((1u << rest) - 1u));
-    }
+    for (int r = 0; r < R; ++r) F::update(g[r], rec, tok, acc[r * T + t], rest);
   }
 }
 
@@ -119,11 +99,11 @@ template <bool kQ4, bool kVnni, int R, int T>
 // Not inlined: inside the driver loop GCC keeps the accumulators in
 // registers and reloads the activations for every row instead (8 tokens: 73
 // instead of 59 cycles per group and row).
-template <bool kQ4, bool kVnni, int R, int T>
+template <class F, int R, int T>
 [[gnu::noinline]] void packed_tile(const uint8_t* const* rows, size_t row_bytes, int64_t nb,
                                    int64_t g0, int64_t g1, bool last, int64_t ahead_rows,
                                    const uint8_t* const* arows, __m512* acc_io, float* out) {
-  constexpr size_t kGroup = 16 * (kQ4 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0));
+  constexpr size_t kGroup = 16 * F::kLaneBytes;
   __m512 acc[R * T];
 #pragma GCC unroll 16
   for (int i = 0; i < R * T; ++i) acc[i] = g0 == 0 ? _mm512_setzero_ps() : acc_io[i];
@@ -143,11 +123,10 @@ template <bool kQ4, bool kVnni, int R, int T>
         }
       }
     }
-    if constexpr (T == 1 && kVnni) {
-      packed_group_1tok_vnni<kQ4, R>(rows, off, arows[0] + static_cast<size_t>(gi) * kQ8GroupBytes,
-                                     acc);
+    if constexpr (T == 1 && F::kOneToken) {
+      F::template one_token<R>(rows, off, arows[0] + static_cast<size_t>(gi) * kQ8GroupBytes, acc);
     } else {
-      group_rows_tokens<kQ4, kVnni, R, T>(rows, off, 16, arows, gi, acc);
+      group_rows_tokens<F, R, T>(rows, off, 16, arows, gi, acc);
     }
   }
   if (!last) {
@@ -159,13 +138,12 @@ template <bool kQ4, bool kVnni, int R, int T>
   if (const int rest = static_cast<int>(nb - full * 16); rest > 0) {
     // The short last group, packed with masked loads; its dead lanes are
     // masked out of the accumulators.
-    group_rows_tokens<kQ4, kVnni, R, T>(rows, static_cast<size_t>(full) * kGroup, rest, arows, full,
-                                        acc);
+    group_rows_tokens<F, R, T>(rows, static_cast<size_t>(full) * kGroup, rest, arows, full, acc);
   }
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) out[r * T + t] = reduce(acc[r * T + t]);
+    for (int t = 0; t < T; ++t) out[r * T + t] = reduce_lanes(acc[r * T + t]);
   }
 }
 
@@ -180,13 +158,13 @@ struct TileArgs {
   float* out;
 };
 
-template <bool kQ4, bool kVnni, int R>
+template <class F, int R>
 void packed_tokens(const TileArgs& a, int nt) {
   auto run = [&](auto T) {
     constexpr int kT = decltype(T)::value;
     if constexpr (kT <= kPackedMaxTokens)
-      packed_tile<kQ4, kVnni, R, kT>(a.rows, a.row_bytes, a.nb, a.g0, a.g1, a.last, a.ahead_rows,
-                                     a.arows, a.acc, a.out);
+      packed_tile<F, R, kT>(a.rows, a.row_bytes, a.nb, a.g0, a.g1, a.last, a.ahead_rows, a.arows,
+                            a.acc, a.out);
   };
   switch (nt) {
     case 1:
@@ -219,7 +197,7 @@ inline PackedPlan packed_plan(int n, int64_t full) {
   return {2, kPackedMaxTokens, kRowBlock, kSegmentGroups};
 }
 
-template <bool kQ4, bool kVnni>
+template <class F>
 void matmul_packed(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
                    int64_t r0, int64_t r1) {
   const int64_t nb = acts.k / 32, full = nb / 16;
@@ -246,15 +224,15 @@ void matmul_packed(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float
                      ahead, arows,       acc + (r - b0) * kPackedMaxTokens,
                      out};
           if (nr == 4) {
-            packed_tokens<kQ4, kVnni, 4>(a, nt);
+            packed_tokens<F, 4>(a, nt);
           } else if (nr == 2) {
-            packed_tokens<kQ4, kVnni, 2>(a, nt);
+            packed_tokens<F, 2>(a, nt);
           } else {
             for (int64_t i = 0; i < nr; ++i) {
               a.rows = rows + i;
               a.acc = acc + (r - b0 + i) * kPackedMaxTokens;
               a.out = out + i * nt;
-              packed_tokens<kQ4, kVnni, 1>(a, nt);
+              packed_tokens<F, 1>(a, nt);
             }
           }
           if (g1 == full)
@@ -267,4 +245,4 @@ void matmul_packed(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float
 }
 
 }  // namespace
-}  // namespace epyctune::engine::kernels::detail::avx512
+}  // namespace epyctune::engine::kernels::detail::avx512p

@@ -1,0 +1,169 @@
+// The packed16 formats (blocks.hpp) that packed_tiles_avx512.hpp drives:
+// how a group of 16 lanes loads from a packed row and how it meets one
+// token's activation record, in the scalar reference's rounding order.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "engine/kernels/packed_tiles_avx512.hpp"
+#include "engine/kernels/qx_0_avx512_impl.hpp"
+
+namespace epyctune::engine::kernels::detail::avx512p {
+namespace {
+
+// Q4_0 / Q8_0: lane L is block 16g + L; the group is avx512::Group.
+template <bool kQ4, bool kVnni>
+struct Qx0Packed {
+  static constexpr size_t kLaneBytes = kQ4 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0);
+  static constexpr bool kOneToken = kVnni;
+  using Group = avx512::Group;
+  struct Token {
+    __m512 da;
+  };
+
+  [[gnu::always_inline]] static void load(const uint8_t* base, Group& g, int rest) {
+    avx512::load_group_packed<kQ4, kVnni>(base, g, rest);
+  }
+  [[gnu::always_inline]] static Token token(const uint8_t* rec) {
+    return {_mm512_load_ps(rec + kQ8GroupD)};
+  }
+  // One chain per row, started from the correction as a load (a register
+  // copy would cost an ALU slot per row).
+  [[gnu::always_inline]] static __m512i dot(const Group& g, const uint8_t* rec) {
+    if constexpr (kVnni) {
+      __m512i s = _mm512_load_si512(rec + kQ8GroupCorr);
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i)
+        s = _mm512_dpbusd_epi32(s, g.w[i], _mm512_load_si512(rec + 64 * i));
+      return s;
+    } else {
+      return avx512::group_dot<kQ4, kVnni>(g, rec);
+    }
+  }
+  [[gnu::always_inline]] static void update(const Group& g, const uint8_t* rec, const Token& tok,
+                                            __m512& acc, int rest) {
+    acc = fma_lanes(_mm512_cvtepi32_ps(dot(g, rec)), _mm512_mul_ps(g.dw, tok.da), acc, rest);
+  }
+
+  // One token, R rows: the token's 8 activation vectors are loaded once per
+  // group and each row's weights are unpacked straight into vpdpbusd.
+  template <int R>
+  [[gnu::always_inline]] static void one_token(const uint8_t* const* rows, size_t off,
+                                               const uint8_t* rec, __m512* acc) {
+    __m512i a[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) a[i] = _mm512_load_si512(rec + 64 * i);
+    const __m512i corr = _mm512_load_si512(rec + kQ8GroupCorr);
+    const __m512 da = _mm512_load_ps(rec + kQ8GroupD);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* g = rows[r] + off;
+      auto ld = [&](int i) { return _mm512_loadu_si512(g + kPackD + 64 * i); };
+      __m512i s0 = corr, s1 = _mm512_setzero_si512();
+      if constexpr (kQ4) {
+        const __m512i m = _mm512_set1_epi8(0x0F);
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; ++i) {
+          const __m512i z = ld(i);
+          s0 = _mm512_dpbusd_epi32(s0, _mm512_and_si512(z, m), a[i]);
+          s1 = _mm512_dpbusd_epi32(s1, _mm512_and_si512(_mm512_srli_epi16(z, 4), m), a[i + 4]);
+        }
+      } else {
+        const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i += 2) {
+          s0 = _mm512_dpbusd_epi32(s0, _mm512_xor_si512(ld(i), flip), a[i]);
+          s1 = _mm512_dpbusd_epi32(s1, _mm512_xor_si512(ld(i + 1), flip), a[i + 1]);
+        }
+      }
+      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g)));
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), _mm512_mul_ps(dw, da),
+                               acc[r]);
+    }
+  }
+};
+
+// Q4_K: lane L is sub-block L % 8 of super-block 2g + L / 8 (pairs; rest = 8
+// for a row's odd last super-block).
+template <bool kVnni>
+struct Q4KPacked {
+  static constexpr size_t kLaneBytes = sizeof(BlockQ4_K) / 8;
+  static constexpr bool kOneToken = false;
+  struct Group {
+    __m512i w[8];   // nibbles: w[i] lane L = elements 4i..4i+3 of lane L's sub-block
+    __m512 ws, wm;  // fp32(d) * scale, fp32(dmin) * min (exact)
+  };
+  struct Token {
+    __m512 da, bs;  // the records' scales and sub-block sums
+  };
+
+  [[gnu::always_inline]] static void load(const uint8_t* base, Group& g, int rest) {
+    const size_t n = static_cast<size_t>(rest);
+    const __mmask16 live = static_cast<__mmask16>((1u << rest) - 1u);
+    // Scales and mins: 4 low bits from a byte per lane, 2 high bits from a
+    // shared word shifted per lane.
+    const __m128i lo = rest == 16 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(base))
+                                  : _mm_loadl_epi64(reinterpret_cast<const __m128i*>(base));
+    const __m512i b = _mm512_cvtepu8_epi32(lo);
+    uint32_t sh = 0, mh = 0;
+    uint64_t dd = 0;
+    std::memcpy(&sh, base + n, n / 4);
+    std::memcpy(&mh, base + n + n / 4, n / 4);
+    std::memcpy(&dd, base + 3 * n / 2, n / 2);
+    const __m512i shift =
+        _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i m3 = _mm512_set1_epi32(3), m15 = _mm512_set1_epi32(15);
+    auto hi2 = [&](uint32_t word) {
+      return _mm512_slli_epi32(
+          _mm512_and_si512(_mm512_srlv_epi32(_mm512_set1_epi32(static_cast<int>(word)), shift), m3),
+          4);
+    };
+    const __m512i sc = _mm512_or_si512(_mm512_and_si512(b, m15), hi2(sh));
+    const __m512i mn = _mm512_or_si512(_mm512_srli_epi32(b, 4), hi2(mh));
+    // [d0, dmin0, d1, dmin1] -> per-lane d and dmin of the lane's super-block.
+    const __m512 d4 =
+        _mm512_castps128_ps512(_mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<long long>(dd))));
+    const __m512 dw = _mm512_permutexvar_ps(
+        _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2), d4);
+    const __m512 dmin = _mm512_permutexvar_ps(
+        _mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3), d4);
+    g.ws = _mm512_mul_ps(_mm512_cvtepi32_ps(sc), dw);
+    g.wm = _mm512_mul_ps(_mm512_cvtepi32_ps(mn), dmin);
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      const uint8_t* p = base + 2 * n + 4 * n * static_cast<size_t>(i);
+      const __m512i z = rest == 16 ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi32(live, p);
+      g.w[i] = _mm512_and_si512(z, m4);
+      g.w[i + 4] = _mm512_and_si512(_mm512_srli_epi16(z, 4), m4);
+    }
+  }
+  [[gnu::always_inline]] static Token token(const uint8_t* rec) {
+    return {_mm512_load_ps(rec + kQ4KPairD), _mm512_load_ps(rec + kQ4KPairBsum)};
+  }
+  [[gnu::always_inline]] static __m512i dot(const Group& g, const uint8_t* rec) {
+    auto a = [&](int i) { return _mm512_load_si512(rec + 64 * i); };
+    if constexpr (kVnni) {
+      __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), g.w[0], a(0));
+#pragma GCC unroll 8
+      for (int i = 1; i < 8; ++i) s = _mm512_dpbusd_epi32(s, g.w[i], a(i));
+      return s;
+    } else {
+      // |pair| <= 2 * 15 * 127, so eight of them still fit int16.
+      __m512i s16 = _mm512_maddubs_epi16(g.w[0], a(0));
+#pragma GCC unroll 8
+      for (int i = 1; i < 8; ++i) s16 = _mm512_add_epi16(s16, _mm512_maddubs_epi16(g.w[i], a(i)));
+      return _mm512_madd_epi16(s16, _mm512_set1_epi16(1));
+    }
+  }
+  [[gnu::always_inline]] static void update(const Group& g, const uint8_t* rec, const Token& tok,
+                                            __m512& acc, int rest) {
+    acc = fma_lanes(_mm512_cvtepi32_ps(dot(g, rec)), _mm512_mul_ps(g.ws, tok.da), acc, rest);
+    acc = fnma_lanes(tok.bs, _mm512_mul_ps(g.wm, tok.da), acc, rest);
+  }
+};
+
+}  // namespace
+}  // namespace epyctune::engine::kernels::detail::avx512p
