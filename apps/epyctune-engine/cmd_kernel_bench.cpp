@@ -1,6 +1,9 @@
 // epyctune-engine kernel-bench: GB/s of weights streamed by matmul_rows per
 // type, ISA and token batch, next to a plain read-bandwidth probe. A
 // micro-benchmark for kernel work; the model-level bench lives elsewhere.
+// Weights and probe live in transparent-hugepage memory, as the engine's
+// copied weights do: with 4 KiB pages the hardware prefetchers stop at every
+// page and TLB misses hide what the kernels themselves cost.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -15,6 +18,7 @@
 #include "apps/epyctune-engine/commands.hpp"
 #include "engine/kernels/blocks.hpp"
 #include "engine/kernels/kernels.hpp"
+#include "engine/runtime/weight_memory.hpp"
 
 namespace epyctune::engine_cli {
 namespace {
@@ -100,10 +104,9 @@ Timing median(std::vector<Timing> v) {
 }
 
 // Read bandwidth: every thread sums its slice of buf, 8 bytes at a time.
-Timing probe_read(const std::vector<uint64_t>& buf, int threads, int repeat) {
+Timing probe_read(const uint64_t* buf, size_t n, int threads, int repeat) {
   std::vector<Timing> times;
   std::vector<uint64_t> sink(static_cast<size_t>(threads) * 8);
-  const size_t n = buf.size();
   for (int r = 0; r < repeat; ++r) {
     times.push_back(timed_parallel(threads, [&](int i) {
       const size_t b = n * static_cast<size_t>(i) / threads;
@@ -181,14 +184,22 @@ int run_bench(const BenchOptions& o) {
     }
   }
   const size_t probe_bytes = static_cast<size_t>(o.mb) << 20;
-  std::vector<uint64_t> probe_buf(probe_bytes / 8, 1);
-  const Timing pt = probe_read(probe_buf, o.threads, o.repeat);
-  const double probe = static_cast<double>(probe_bytes) / pt.wall / 1e9;
-  const double probe_cpu = static_cast<double>(probe_bytes) / pt.cpu / 1e9;
-  probe_buf = {};
+  namespace rt = epyctune::engine::runtime;
+  rt::PageKind pages = rt::PageKind::thp;
+  double probe = 0, probe_cpu = 0;
+  {
+    rt::WeightMemory probe_mem = rt::WeightMemory::allocate(probe_bytes, false);
+    pages = probe_mem.kind();
+    auto* buf = reinterpret_cast<uint64_t*>(probe_mem.data());
+    std::fill(buf, buf + probe_bytes / 8, uint64_t{1});
+    const Timing pt = probe_read(buf, probe_bytes / 8, o.threads, o.repeat);
+    probe = static_cast<double>(probe_bytes) / pt.wall / 1e9;
+    probe_cpu = static_cast<double>(probe_bytes) / pt.cpu / 1e9;
+  }
   fmt::print(
-      "read-bandwidth probe: {:.1f} GB/s wall, {:.1f} GB/s per CPU-second ({} MiB, {} thread(s))\n",
-      probe, probe_cpu, o.mb, o.threads);
+      "read-bandwidth probe: {:.1f} GB/s wall, {:.1f} GB/s per CPU-second ({} MiB, {} thread(s), "
+      "{} pages)\n",
+      probe, probe_cpu, o.mb, o.threads, rt::page_kind_name(pages));
   fmt::print(
       "(GB/s = weight bytes / median wall time; cpuGB/s = weight bytes / busiest thread's\n"
       " CPU time; bestGB/s = weight bytes / fastest pass: robust when others share the cores;\n"
@@ -207,21 +218,24 @@ int run_bench(const BenchOptions& o) {
         o.rows > 0 ? o.rows
                    : std::max<int64_t>(o.threads, static_cast<int64_t>(probe_bytes / row_bytes));
     // A few distinct quantized rows, replicated: real values, cheap to build.
-    std::vector<uint8_t> w(row_bytes * static_cast<size_t>(rows));
+    const size_t w_bytes = row_bytes * static_cast<size_t>(rows);
+    rt::WeightMemory w_mem = rt::WeightMemory::allocate(w_bytes, false);
+    uint8_t* w = w_mem.data();
     std::vector<float> src(static_cast<size_t>(cols));
     for (int64_t r = 0; r < std::min<int64_t>(rows, 16); ++r) {
       for (auto& v : src) v = dist(rng) * 0.05f;
-      k::quantize_row(t, src.data(), w.data() + r * row_bytes, cols);
+      k::quantize_row(t, src.data(), w + r * row_bytes, cols);
     }
     for (int64_t r = 16; r < rows; ++r)
-      std::memcpy(&w[r * row_bytes], &w[(r % 16) * row_bytes], row_bytes);
+      std::memcpy(w + r * row_bytes, w + (r % 16) * row_bytes, row_bytes);
     std::vector<k::WeightLayout> layouts;
     for (k::WeightLayout l : all_layouts)
       if (l == k::WeightLayout::ggml || k::has_packed_layout(t)) layouts.push_back(l);
-    std::vector<uint8_t> wp;
+    rt::WeightMemory wp_mem;
     if (std::find(layouts.begin(), layouts.end(), k::WeightLayout::packed16) != layouts.end()) {
-      wp = w;
-      k::pack_rows(t, wp.data(), row_bytes, rows, cols);
+      wp_mem = rt::WeightMemory::allocate(w_bytes, false);
+      std::memcpy(wp_mem.data(), w, w_bytes);
+      k::pack_rows(t, wp_mem.data(), row_bytes, rows, cols);
     }
     for (int nt : o.tokens) {
       std::vector<float> x(static_cast<size_t>(nt * cols));
@@ -230,7 +244,7 @@ int run_bench(const BenchOptions& o) {
       for (k::WeightLayout layout : layouts)
         for (k::Isa isa : isas) {
           k::set_isa(isa);
-          const uint8_t* wl = layout == k::WeightLayout::packed16 ? wp.data() : w.data();
+          const uint8_t* wl = layout == k::WeightLayout::packed16 ? wp_mem.data() : w;
           k::Acts acts;
           k::prepare_acts(t, x.data(), nt, cols, acts);
           auto pass = [&](int i) {
@@ -244,7 +258,7 @@ int run_bench(const BenchOptions& o) {
           std::vector<Timing> times;
           for (int r = 0; r < reps; ++r) times.push_back(timed_parallel(o.threads, pass));
           const Timing s = median(times);
-          const double streamed = static_cast<double>(w.size()) * o.loops;
+          const double streamed = static_cast<double>(w_bytes) * o.loops;
           const double gbs = streamed / s.wall / 1e9;
           const double cgbs = streamed / s.cpu / 1e9;
           const double bgbs = streamed / s.best / 1e9;

@@ -29,15 +29,21 @@ struct Qx0Packed {
   [[gnu::always_inline]] static Token token(const uint8_t* rec) {
     return {_mm512_load_ps(rec + kQ8GroupD)};
   }
-  // One chain per row, started from the correction as a load (a register
-  // copy would cost an ALU slot per row).
+  // Two chains per row, one started from the correction as a load (a
+  // register copy would cost an ALU slot per row): a tile's 8 single chains
+  // of vpdpbusd were latency-bound (2x4 tile, L2, 8 tokens: 0.074 -> 0.071
+  // ms per 512 x 4096 Q4_0 with two).
   [[gnu::always_inline]] static __m512i dot(const Group& g, const uint8_t* rec) {
     if constexpr (kVnni) {
-      __m512i s = _mm512_load_si512(rec + kQ8GroupCorr);
+      auto a = [&](int i) { return _mm512_load_si512(rec + 64 * i); };
+      __m512i s0 = _mm512_dpbusd_epi32(_mm512_load_si512(rec + kQ8GroupCorr), g.w[0], a(0));
+      __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), g.w[1], a(1));
 #pragma GCC unroll 8
-      for (int i = 0; i < 8; ++i)
-        s = _mm512_dpbusd_epi32(s, g.w[i], _mm512_load_si512(rec + 64 * i));
-      return s;
+      for (int i = 2; i < 8; i += 2) {
+        s0 = _mm512_dpbusd_epi32(s0, g.w[i], a(i));
+        s1 = _mm512_dpbusd_epi32(s1, g.w[i + 1], a(i + 1));
+      }
+      return _mm512_add_epi32(s0, s1);
     } else {
       return avx512::group_dot<kQ4, kVnni>(g, rec);
     }
@@ -146,10 +152,15 @@ struct Q4KPacked {
   [[gnu::always_inline]] static __m512i dot(const Group& g, const uint8_t* rec) {
     auto a = [&](int i) { return _mm512_load_si512(rec + 64 * i); };
     if constexpr (kVnni) {
-      __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), g.w[0], a(0));
+      // Two chains, as in Qx0Packed::dot.
+      __m512i s0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), g.w[0], a(0));
+      __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), g.w[1], a(1));
 #pragma GCC unroll 8
-      for (int i = 1; i < 8; ++i) s = _mm512_dpbusd_epi32(s, g.w[i], a(i));
-      return s;
+      for (int i = 2; i < 8; i += 2) {
+        s0 = _mm512_dpbusd_epi32(s0, g.w[i], a(i));
+        s1 = _mm512_dpbusd_epi32(s1, g.w[i + 1], a(i + 1));
+      }
+      return _mm512_add_epi32(s0, s1);
     } else {
       // |pair| <= 2 * 15 * 127, so eight of them still fit int16.
       __m512i s16 = _mm512_maddubs_epi16(g.w[0], a(0));
