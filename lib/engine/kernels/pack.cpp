@@ -73,7 +73,6 @@ void q4k_set_scale_min(int j, uint8_t* q, uint8_t sc, uint8_t m) {
 void permute_q4k(int n, const uint8_t* src, uint8_t* dst, bool to_packed) {
   const size_t nn = static_cast<size_t>(n);
   std::memset(dst, 0, 18 * nn);
-  const uint8_t* packed = to_packed ? dst : src;
   uint32_t sc_hi = 0, m_hi = 0;
   if (!to_packed) {
     std::memcpy(&sc_hi, src + nn, nn / 4);
@@ -104,18 +103,33 @@ void permute_q4k(int n, const uint8_t* src, uint8_t* dst, bool to_packed) {
         const auto m = static_cast<uint8_t>((src[L] >> 4) | (((m_hi >> (2 * L)) & 3) << 4));
         q4k_set_scale_min(j, blk->scales, sc, m);
       }
-      // Element e of the sub-block: ggml keeps it in byte 32 * (j / 2) + e,
-      // nibble j % 2; packed, in chunk (e % 16) / 4, lane L, byte e % 4,
-      // nibble e / 16.
-      for (size_t e = 0; e < 32; ++e) {
-        const size_t g = h * sizeof(BlockQ4_K) + offsetof(BlockQ4_K, qs) + 32 * (j / 2) + e;
-        const int gs = 4 * (j % 2);
-        const size_t p = 2 * nn + 4 * nn * ((e % 16) / 4) + 4 * L + e % 4;
-        const int ps = e < 16 ? 0 : 4;
-        if (to_packed)
-          dst[p] |= static_cast<uint8_t>(((src[g] >> gs) & 0xF) << ps);
-        else
-          dst[g] |= static_cast<uint8_t>(((packed[p] >> ps) & 0xF) << gs);
+    }
+    // Quants, a 32-bit word at a time. Sub-blocks j and j + 1 (j even) share
+    // ggml's bytes 32 * (j / 2) + e: j in the low nibbles, j + 1 in the high.
+    // Packed, lane L's word in chunk i holds elements 4i..4i+3 in its low
+    // nibbles and 16+4i..16+4i+3 in its high nibbles.
+    const size_t qs = h * sizeof(BlockQ4_K) + offsetof(BlockQ4_K, qs);
+    for (size_t jp = 0; jp < 4; ++jp) {
+      const size_t le = 8 * h + 2 * jp;  // lane of the even sub-block; le + 1: odd
+      for (size_t i = 0; i < 4; ++i) {
+        const size_t wlo = qs + 32 * jp + 4 * i, whi = wlo + 16;      // ggml words
+        const size_t pe = 2 * nn + 4 * nn * i + 4 * le, po = pe + 4;  // packed words
+        uint32_t lo, hi, e, o;
+        if (to_packed) {
+          std::memcpy(&lo, src + wlo, 4);
+          std::memcpy(&hi, src + whi, 4);
+          e = (lo & 0x0F0F0F0Fu) | ((hi & 0x0F0F0F0Fu) << 4);
+          o = ((lo >> 4) & 0x0F0F0F0Fu) | (hi & 0xF0F0F0F0u);
+          std::memcpy(dst + pe, &e, 4);
+          std::memcpy(dst + po, &o, 4);
+        } else {
+          std::memcpy(&e, src + pe, 4);
+          std::memcpy(&o, src + po, 4);
+          lo = (e & 0x0F0F0F0Fu) | ((o & 0x0F0F0F0Fu) << 4);
+          hi = ((e >> 4) & 0x0F0F0F0Fu) | (o & 0xF0F0F0F0u);
+          std::memcpy(dst + wlo, &lo, 4);
+          std::memcpy(dst + whi, &hi, 4);
+        }
       }
     }
   }
