@@ -1,31 +1,20 @@
-// AVX-512 Q6_K matmul (Q4_K: q4_k_avx512_impl.hpp), included by
-// k_quants_avx512.cpp (vpmaddwd) and k_quants_avx512vnni.cpp (vpdpwssd). Each super-block is
-// unpacked once into eight zmm of int16 q * sub-block-scale; a token's int16 activations then take
-// 8 multiply-adds per 256 elements, and int32 lane l collects exactly the scalar reference's lane l
-// (elements with (i % 32) / 2 == l). Up to 8 tokens per pass over the weights.
+// AVX-512 Q6_K super-blocks, for the row-tile driver (packed_formats_avx512.hpp;
+// vpmaddwd, or vpdpwssd with VNNI). Each super-block is unpacked once into
+// eight zmm of int16 q * sub-block-scale; a token's int16 activations then
+// take 8 multiply-adds per 256 elements, and int32 lane l collects exactly the
+// scalar reference's lane l (elements with (i % 32) / 2 == l).
 #pragma once
 
 #include <immintrin.h>
 
 #include "engine/kernels/blocks.hpp"
 #include "engine/kernels/kernel_table.hpp"
-#include "engine/kernels/tile_driver.hpp"
 
 namespace epyctune::engine::kernels::detail::avx512k {
 // Internal linkage: this header is compiled into TUs with different ISA
 // flags, and one TU must never call another TU's copy.
 namespace {
 
-constexpr int kMaxTokens = 8;
-
-[[gnu::always_inline]] inline float reduce16(__m512 acc) {
-  const __m256 lo = _mm512_castps512_ps256(acc);
-  const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1));
-  const __m256 h = _mm256_add_ps(lo, hi);
-  const __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-  const __m128 r = _mm_add_ps(q, _mm_movehl_ps(q, q));
-  return _mm_cvtss_f32(_mm_add_ss(r, _mm_shuffle_ps(r, r, 1)));
-}
 struct KBlock {
   __m512i w[8];  // int16 q * scale, chunk c = elements 32c..32c+31
   __m512 dw;     // fp32(d) broadcast
@@ -81,39 +70,6 @@ template <bool kVnni>
     }
   }
   return _mm512_add_epi32(s[0], s[1]);
-}
-
-template <bool kVnni, int T>
-void row_tile(const uint8_t* row, int64_t nsb, const uint8_t* const* arows, float* out) {
-  constexpr size_t kBytes = sizeof(BlockQ6_K);
-  __m512 acc[T];
-#pragma GCC unroll 8
-  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
-  KBlock kb;
-  for (int64_t b = 0; b < nsb; ++b) {
-    load_block(row + static_cast<size_t>(b) * kBytes, kb);
-#pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) {
-      const uint8_t* rec = arows[t] + static_cast<size_t>(b) * kKBlockBytes;
-      const float* dap = reinterpret_cast<const float*>(rec + kKBlockD);
-      const __m512i isum = block_dot<kVnni>(kb, rec);
-      const __m512 s = _mm512_mul_ps(kb.dw, _mm512_set1_ps(*dap));
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), s, acc[t]);
-    }
-  }
-#pragma GCC unroll 8
-  for (int t = 0; t < T; ++t) out[t] = reduce16(acc[t]);
-}
-
-template <bool kVnni>
-void matmul(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
-            int64_t r0, int64_t r1) {
-  const int64_t nsb = acts.k / 256;
-  drive_tiles<kMaxTokens, uint8_t>(
-      w, w_row_bytes, acts, y, ldy, r0, r1,
-      [&](auto T, const uint8_t* row, const uint8_t* const* rows, float* out) {
-        row_tile<kVnni, decltype(T)::value>(row, nsb, rows, out);
-      });
 }
 
 }  // namespace

@@ -1,12 +1,15 @@
-// The packed16 formats (blocks.hpp) that packed_tiles_avx512.hpp drives:
-// how a group of 16 lanes loads from a packed row and how it meets one
-// token's activation record, in the scalar reference's rounding order.
+// The row formats that packed_tiles_avx512.hpp drives: the packed16 layouts
+// (blocks.hpp) of Q4_0, Q8_0 and Q4_K, and Q6_K as ggml stores it (its
+// super-block already unpacks into 16 lanes without a gather). How a group
+// loads from a row and how it meets one token's activation record, in the
+// scalar reference's rounding order.
 #pragma once
 
 #include <immintrin.h>
 
 #include <cstring>
 
+#include "engine/kernels/k_quants_avx512_impl.hpp"
 #include "engine/kernels/packed_tiles_avx512.hpp"
 #include "engine/kernels/qx_0_avx512_impl.hpp"
 
@@ -16,8 +19,12 @@ namespace {
 // Q4_0 / Q8_0: lane L is block 16g + L; the group is avx512::Group.
 template <bool kQ4, bool kVnni>
 struct Qx0Packed {
-  static constexpr size_t kLaneBytes = kQ4 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0);
+  static constexpr size_t kGroupBytes = 16 * (kQ4 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0));
+  static constexpr size_t kRecordBytes = kQ8GroupBytes;
+  static int64_t groups(int64_t k) { return k / 32 / 16; }
+  static int rest(int64_t k) { return static_cast<int>(k / 32 % 16); }
   static constexpr bool kOneToken = kVnni;
+  static constexpr int64_t kTileRows = 2;
   using Group = avx512::Group;
   struct Token {
     __m512 da;
@@ -95,8 +102,12 @@ struct Qx0Packed {
 // for a row's odd last super-block).
 template <bool kVnni>
 struct Q4KPacked {
-  static constexpr size_t kLaneBytes = sizeof(BlockQ4_K) / 8;
+  static constexpr size_t kGroupBytes = 2 * sizeof(BlockQ4_K);
+  static constexpr size_t kRecordBytes = kQ4KPairBytes;
+  static int64_t groups(int64_t k) { return k / 256 / 2; }
+  static int rest(int64_t k) { return static_cast<int>(k / 256 % 2) * 8; }
   static constexpr bool kOneToken = false;
+  static constexpr int64_t kTileRows = 2;
   struct Group {
     __m512i w[8];   // nibbles: w[i] lane L = elements 4i..4i+3 of lane L's sub-block
     __m512 ws, wm;  // fp32(d) * scale, fp32(dmin) * min (exact)
@@ -173,6 +184,38 @@ struct Q4KPacked {
                                             __m512& acc, int rest) {
     acc = fma_lanes(_mm512_cvtepi32_ps(dot(g, rec)), _mm512_mul_ps(g.ws, tok.da), acc, rest);
     acc = fnma_lanes(tok.bs, _mm512_mul_ps(g.wm, tok.da), acc, rest);
+  }
+};
+
+// Q6_K in ggml's layout: a group is one super-block, unpacked into int16
+// q * scale (avx512k::load_block); int32 lane l sums elements with
+// (i % 32) / 2 == l. The 2x4 tiles keep a chunk's records in L1 where the
+// one-row kernel streamed 8 tokens' records (74 KiB at k = 4096) from L2
+// for every row.
+template <bool kVnni>
+struct Q6KRows {
+  static constexpr size_t kGroupBytes = sizeof(BlockQ6_K);
+  static constexpr size_t kRecordBytes = kKBlockBytes;
+  static int64_t groups(int64_t k) { return k / 256; }
+  static int rest(int64_t) { return 0; }
+  static constexpr bool kOneToken = false;
+  // One row: two rows' 18 unpacked vectors spill (256 x 4096 in L2, 8
+  // tokens: 0.111 ms with two, 0.099 with one, 0.181 one-row-8-tokens).
+  static constexpr int64_t kTileRows = 1;
+  using Group = avx512k::KBlock;
+  struct Token {
+    __m512 da;
+  };
+  [[gnu::always_inline]] static void load(const uint8_t* base, Group& g, int) {
+    avx512k::load_block(base, g);
+  }
+  [[gnu::always_inline]] static Token token(const uint8_t* rec) {
+    return {_mm512_set1_ps(*reinterpret_cast<const float*>(rec + kKBlockD))};
+  }
+  [[gnu::always_inline]] static void update(const Group& g, const uint8_t* rec, const Token& tok,
+                                            __m512& acc, int) {
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(avx512k::block_dot<kVnni>(g, rec)),
+                          _mm512_mul_ps(g.dw, tok.da), acc);
   }
 };
 

@@ -13,7 +13,9 @@
 // the result is bit-identical to the scalar reference and to the ggml-layout
 // path.
 //
-// A format F provides: kLaneBytes (bytes per lane: a group is 16 of them);
+// A format F provides: kGroupBytes and kRecordBytes (a group of 16 lanes in
+// a weight row, and its activation record); groups(k) and rest(k) (a row's
+// full groups and the lanes of its short last group, 0 if none);
 // Group and load(base, group, rest) (rest < 16: the row's short last group,
 // lanes >= rest load as zero); Token and token(rec) (what a token's record
 // shares between rows); update(group, rec, token, acc, rest); and, with
@@ -84,7 +86,7 @@ template <class F, int R, int T>
   for (int r = 0; r < R; ++r) F::load(rows[r] + off, g[r], rest);
 #pragma GCC unroll 4
   for (int t = 0; t < T; ++t) {
-    const uint8_t* rec = arows[t] + static_cast<size_t>(gi) * kQ8GroupBytes;
+    const uint8_t* rec = arows[t] + static_cast<size_t>(gi) * F::kRecordBytes;
     const typename F::Token tok = F::token(rec);
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) F::update(g[r], rec, tok, acc[r * T + t], rest);
@@ -100,10 +102,10 @@ template <class F, int R, int T>
 // registers and reloads the activations for every row instead (8 tokens: 73
 // instead of 59 cycles per group and row).
 template <class F, int R, int T>
-[[gnu::noinline]] void packed_tile(const uint8_t* const* rows, size_t row_bytes, int64_t nb,
+[[gnu::noinline]] void packed_tile(const uint8_t* const* rows, size_t row_bytes, int rest,
                                    int64_t g0, int64_t g1, bool last, int64_t ahead_rows,
                                    const uint8_t* const* arows, __m512* acc_io, float* out) {
-  constexpr size_t kGroup = 16 * F::kLaneBytes;
+  constexpr size_t kGroup = F::kGroupBytes;
   __m512 acc[R * T];
 #pragma GCC unroll 16
   for (int i = 0; i < R * T; ++i) acc[i] = g0 == 0 ? _mm512_setzero_ps() : acc_io[i];
@@ -124,7 +126,8 @@ template <class F, int R, int T>
       }
     }
     if constexpr (T == 1 && F::kOneToken) {
-      F::template one_token<R>(rows, off, arows[0] + static_cast<size_t>(gi) * kQ8GroupBytes, acc);
+      F::template one_token<R>(rows, off, arows[0] + static_cast<size_t>(gi) * F::kRecordBytes,
+                               acc);
     } else {
       group_rows_tokens<F, R, T>(rows, off, 16, arows, gi, acc);
     }
@@ -134,11 +137,10 @@ template <class F, int R, int T>
     for (int i = 0; i < R * T; ++i) acc_io[i] = acc[i];
     return;
   }
-  const int64_t full = nb / 16;
-  if (const int rest = static_cast<int>(nb - full * 16); rest > 0) {
+  if (rest > 0) {
     // The short last group, packed with masked loads; its dead lanes are
     // masked out of the accumulators.
-    group_rows_tokens<F, R, T>(rows, static_cast<size_t>(full) * kGroup, rest, arows, full, acc);
+    group_rows_tokens<F, R, T>(rows, static_cast<size_t>(g1) * kGroup, rest, arows, g1, acc);
   }
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) {
@@ -150,7 +152,8 @@ template <class F, int R, int T>
 struct TileArgs {
   const uint8_t* const* rows;
   size_t row_bytes;
-  int64_t nb, g0, g1;
+  int rest;
+  int64_t g0, g1;
   bool last;
   int64_t ahead_rows;
   const uint8_t* const* arows;
@@ -163,7 +166,7 @@ void packed_tokens(const TileArgs& a, int nt) {
   auto run = [&](auto T) {
     constexpr int kT = decltype(T)::value;
     if constexpr (kT <= kPackedMaxTokens)
-      packed_tile<F, R, kT>(a.rows, a.row_bytes, a.nb, a.g0, a.g1, a.last, a.ahead_rows, a.arows,
+      packed_tile<F, R, kT>(a.rows, a.row_bytes, a.rest, a.g0, a.g1, a.last, a.ahead_rows, a.arows,
                             a.acc, a.out);
   };
   switch (nt) {
@@ -185,27 +188,20 @@ struct PackedPlan {
   int64_t block;   // rows the token chunks share
   int64_t groups;  // groups per segment
 };
-inline PackedPlan packed_plan(int n, int64_t full) {
-  // One token: its records fit L1 whole; one row at a time is one stream
-  // for the prefetchers (see kPrefetchRows).
-  if (n == 1) return {1, 1, 1, std::max<int64_t>(full, 1)};
-  // More: two rows' unpacked groups stay in registers while up to 4 tokens'
-  // records stream past them; further chunks of 4 tokens rerun the block
-  // from L2. (One row against 8 tokens, records in L1, ran at half the speed:
-  // 8 accumulators, 8 weight vectors and the records' loads do not schedule
-  // as well.)
-  return {2, kPackedMaxTokens, kRowBlock, kSegmentGroups};
+// Two or more tokens: R = F::kTileRows rows' unpacked groups stay in
+// registers while up to 4 tokens' records stream past them; further chunks of
+// 4 tokens rerun the block from L2. (One row against 8 tokens, records in L1,
+// ran at half the speed: 8 accumulators, 8 weight vectors and the records'
+// loads do not schedule as well.)
+template <class F>
+constexpr PackedPlan packed_plan() {
+  return {F::kTileRows, kPackedMaxTokens, kRowBlock, kSegmentGroups};
 }
 
-// One token: row after row in one call, a single stream for the prefetchers
-// (kPrefetchRows ahead, non-temporal). A call per row cost the single-token
-// forward pass about a tenth of its kernel time.
 template <class F>
-[[gnu::noinline]] void packed_rows_1tok(const uint8_t* w, size_t row_bytes, int64_t nb,
+[[gnu::noinline]] void packed_rows_1tok(const uint8_t* w, size_t row_bytes, int64_t full, int rest,
                                         const uint8_t* arow, float* y, int64_t r0, int64_t r1) {
-  constexpr size_t kGroup = 16 * F::kLaneBytes;
-  const int64_t full = nb / 16;
-  const int rest = static_cast<int>(nb - full * 16);
+  constexpr size_t kGroup = F::kGroupBytes;
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
     const uint8_t* ahead = row + kPrefetchRows * row_bytes;
@@ -216,7 +212,7 @@ template <class F>
       for (size_t o = 0; o < kGroup; o += 64)
         _mm_prefetch(reinterpret_cast<const char*>(ahead + off + o), _MM_HINT_NTA);
       if constexpr (F::kOneToken)
-        F::template one_token<1>(&row, off, arow + static_cast<size_t>(gi) * kQ8GroupBytes, &acc);
+        F::template one_token<1>(&row, off, arow + static_cast<size_t>(gi) * F::kRecordBytes, &acc);
       else
         group_rows_tokens<F, 1, 1>(&row, off, 16, &arow, gi, &acc);
     }
@@ -229,10 +225,11 @@ template <class F>
 template <class F>
 void matmul_packed(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
                    int64_t r0, int64_t r1) {
-  const int64_t nb = acts.k / 32, full = nb / 16;
+  const int64_t full = F::groups(acts.k);
+  const int rest = F::rest(acts.k);
   const int n = acts.n_tokens;
-  if (n == 1) return packed_rows_1tok<F>(w, w_row_bytes, nb, acts.row(0), y, r0, r1);
-  const PackedPlan plan = packed_plan(n, full);
+  if (n == 1) return packed_rows_1tok<F>(w, w_row_bytes, full, rest, acts.row(0), y, r0, r1);
+  constexpr PackedPlan plan = packed_plan<F>();
   alignas(64) __m512 acc[kRowBlock * kPackedMaxTokens];
   for (int64_t b0 = r0; b0 < r1; b0 += plan.block) {
     const int64_t b1 = std::min(r1, b0 + plan.block);
@@ -249,7 +246,7 @@ void matmul_packed(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float
           float out[4 * kPackedMaxTokens];
           // Only the first chunk reads the block from DRAM.
           const int64_t ahead = t0 == 0 ? kPrefetchRows : 0;
-          TileArgs a{rows,  w_row_bytes, nb,
+          TileArgs a{rows,  w_row_bytes, rest,
                      g0,    g1,          g1 == full,
                      ahead, arows,       acc + (r - b0) * kPackedMaxTokens,
                      out};
