@@ -195,6 +195,35 @@ TEST_CASE("every ISA gives bit-identical results to the scalar oracle") {
   set_isa(saved);
 }
 
+TEST_CASE("Q6_K row tiles: 32-row blocks, 8-group segments and row splits keep the oracle's bits") {
+  const Isa saved = active_isa();
+  const GgmlType t = GgmlType::Q6_K;
+  // 10 and 17 super-blocks: two and three segments; 70 rows: three blocks.
+  for (int64_t k : {2560, 4352}) {
+    const int64_t rows = k == 2560 ? 70 : 33;
+    CAPTURE(k);
+    const Weights w = make_weights(t, rows, k, 41 + static_cast<uint32_t>(k));
+    for (int n_tokens : {1, 4, 5, 8, 9}) {
+      CAPTURE(n_tokens);
+      const auto x = make_x(n_tokens, k, 13 + static_cast<uint32_t>(n_tokens));
+      const int64_t ldy = rows + 1;
+      set_isa(Isa::scalar);
+      Acts acts;
+      prepare_acts(t, x.data(), n_tokens, k, acts);
+      const auto ref = run(w, acts, ldy);
+      set_isa(best_isa());
+      for (int64_t split : {int64_t{0}, int64_t{1}, rows / 2, rows - 1}) {
+        CAPTURE(split);
+        std::vector<float> y(static_cast<size_t>(ldy * n_tokens), -777.0f);
+        matmul_rows(t, w.data.data(), w.row_bytes, acts, y.data(), ldy, 0, split);
+        matmul_rows(t, w.data.data(), w.row_bytes, acts, y.data(), ldy, split, rows);
+        REQUIRE(std::memcmp(y.data(), ref.data(), y.size() * sizeof(float)) == 0);
+      }
+    }
+  }
+  set_isa(saved);
+}
+
 TEST_CASE("batched tokens equal single-token passes bit for bit") {
   for (GgmlType t : kTypes) {
     const int64_t k = ks_for(t).back();
