@@ -290,7 +290,7 @@ void add_kernel_bench_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_option("--isa", opts->isas, "ISAs to run (default: all this CPU has)")->delimiter(',');
   cmd->add_option("--tokens", opts->tokens, "token batch sizes")->delimiter(',');
   cmd->add_option("--layout", opts->layouts,
-                  "weight row layouts: ggml, packed16 (Q4_0/Q8_0 repacked at load)")
+                  "weight row layouts: ggml, packed16 (Q4_0/Q8_0/Q4_K repacked at load)")
       ->delimiter(',');
   cmd->add_option("--cols", opts->cols, "k: elements per weight row");
   cmd->add_option("--rows", opts->rows, "weight rows (default: fill --mb)");

@@ -34,7 +34,7 @@ struct ModelOptions {
   // MAP_HUGETLB when asked), where NUMA placement and repacking can happen.
   // false: used in place from the file mapping (shared page cache, no repack).
   bool copy_weights = true;
-  // Repack Q4_0 / Q8_0 matrices into the kernels' packed16 layout while
+  // Repack Q4_0 / Q8_0 / Q4_K matrices into the kernels' packed16 layout while
   // copying, when the active ISA has kernels for it (bit-identical results).
   bool pack_weights = true;
   bool hugepages = false;                                // implies copy_weights

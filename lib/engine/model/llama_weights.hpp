@@ -58,7 +58,7 @@ struct CopyResult {
 };
 struct CopyOptions {
   bool hugepages = false;
-  // Repack matmul-only Q4_0/Q8_0 matrices to packed16 where the active ISA
+  // Repack matmul-only Q4_0/Q8_0/Q4_K matrices to packed16 where the active ISA
   // has kernels for it (the embedding table stays: rows are looked up).
   bool pack = false;
   runtime::NumaPolicy policy = runtime::NumaPolicy::none;
