@@ -24,6 +24,7 @@ struct Qx0Packed {
   static int64_t groups(int64_t k) { return k / 32 / 16; }
   static int rest(int64_t k) { return static_cast<int>(k / 32 % 16); }
   static constexpr bool kOneToken = kVnni;
+  static constexpr bool kRowStream = false;
   static constexpr int64_t kTileRows = 2;
   using Group = avx512::Group;
   struct Token {
@@ -107,6 +108,7 @@ struct Q4KPacked {
   static int64_t groups(int64_t k) { return k / 256 / 2; }
   static int rest(int64_t k) { return static_cast<int>(k / 256 % 2) * 8; }
   static constexpr bool kOneToken = false;
+  static constexpr bool kRowStream = true;
   static constexpr int64_t kTileRows = 2;
   struct Group {
     __m512i w[8];   // nibbles: w[i] lane L = elements 4i..4i+3 of lane L's sub-block
@@ -199,6 +201,7 @@ struct Q6KRows {
   static int64_t groups(int64_t k) { return k / 256; }
   static int rest(int64_t) { return 0; }
   static constexpr bool kOneToken = false;
+  static constexpr bool kRowStream = true;
   // One row: two rows' 18 unpacked vectors spill (256 x 4096 in L2, 8
   // tokens: 0.111 ms with two, 0.099 with one, 0.181 one-row-8-tokens).
   static constexpr int64_t kTileRows = 1;
