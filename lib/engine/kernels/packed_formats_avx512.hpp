@@ -16,6 +16,22 @@
 namespace epyctune::engine::kernels::detail::avx512p {
 namespace {
 
+// init + the 8 u8 x s8 dot products of w[i] with activation row i of rec, in
+// two vpdpbusd chains: a tile's 8 single chains were latency-bound (2x4
+// tile, L2, 8 tokens: 0.074 -> 0.071 ms per 512 x 4096 Q4_0 with two).
+[[gnu::always_inline]] inline __m512i dot8_vnni(__m512i init, const __m512i* w,
+                                                const uint8_t* rec) {
+  auto a = [&](int i) { return _mm512_load_si512(rec + 64 * i); };
+  __m512i s0 = _mm512_dpbusd_epi32(init, w[0], a(0));
+  __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[1], a(1));
+#pragma GCC unroll 8
+  for (int i = 2; i < 8; i += 2) {
+    s0 = _mm512_dpbusd_epi32(s0, w[i], a(i));
+    s1 = _mm512_dpbusd_epi32(s1, w[i + 1], a(i + 1));
+  }
+  return _mm512_add_epi32(s0, s1);
+}
+
 // Q4_0 / Q8_0: lane L is block 16g + L; the group is avx512::Group.
 template <bool kQ4, bool kVnni>
 struct Qx0Packed {
@@ -37,21 +53,11 @@ struct Qx0Packed {
   [[gnu::always_inline]] static Token token(const uint8_t* rec) {
     return {_mm512_load_ps(rec + kQ8GroupD)};
   }
-  // Two chains per row, one started from the correction as a load (a
-  // register copy would cost an ALU slot per row): a tile's 8 single chains
-  // of vpdpbusd were latency-bound (2x4 tile, L2, 8 tokens: 0.074 -> 0.071
-  // ms per 512 x 4096 Q4_0 with two).
+  // The chain starts from the correction as a load (a register copy would
+  // cost an ALU slot per row).
   [[gnu::always_inline]] static __m512i dot(const Group& g, const uint8_t* rec) {
     if constexpr (kVnni) {
-      auto a = [&](int i) { return _mm512_load_si512(rec + 64 * i); };
-      __m512i s0 = _mm512_dpbusd_epi32(_mm512_load_si512(rec + kQ8GroupCorr), g.w[0], a(0));
-      __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), g.w[1], a(1));
-#pragma GCC unroll 8
-      for (int i = 2; i < 8; i += 2) {
-        s0 = _mm512_dpbusd_epi32(s0, g.w[i], a(i));
-        s1 = _mm512_dpbusd_epi32(s1, g.w[i + 1], a(i + 1));
-      }
-      return _mm512_add_epi32(s0, s1);
+      return dot8_vnni(_mm512_load_si512(rec + kQ8GroupCorr), g.w, rec);
     } else {
       return avx512::group_dot<kQ4, kVnni>(g, rec);
     }
@@ -165,15 +171,7 @@ struct Q4KPacked {
   [[gnu::always_inline]] static __m512i dot(const Group& g, const uint8_t* rec) {
     auto a = [&](int i) { return _mm512_load_si512(rec + 64 * i); };
     if constexpr (kVnni) {
-      // Two chains, as in Qx0Packed::dot.
-      __m512i s0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), g.w[0], a(0));
-      __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), g.w[1], a(1));
-#pragma GCC unroll 8
-      for (int i = 2; i < 8; i += 2) {
-        s0 = _mm512_dpbusd_epi32(s0, g.w[i], a(i));
-        s1 = _mm512_dpbusd_epi32(s1, g.w[i + 1], a(i + 1));
-      }
-      return _mm512_add_epi32(s0, s1);
+      return dot8_vnni(_mm512_setzero_si512(), g.w, rec);
     } else {
       // |pair| <= 2 * 15 * 127, so eight of them still fit int16.
       __m512i s16 = _mm512_maddubs_epi16(g.w[0], a(0));

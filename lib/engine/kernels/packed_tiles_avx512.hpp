@@ -32,21 +32,12 @@
 
 #include "engine/kernels/blocks.hpp"
 #include "engine/kernels/kernels.hpp"
+#include "engine/kernels/reduce_avx512.hpp"
 
 namespace epyctune::engine::kernels::detail::avx512p {
 // Internal linkage: this header is compiled into TUs with different ISA
 // flags, and one TU must never call another TU's copy.
 namespace {
-
-// The canonical reduce16 tree on one zmm.
-[[gnu::always_inline]] inline float reduce_lanes(__m512 acc) {
-  const __m256 lo = _mm512_castps512_ps256(acc);
-  const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1));
-  const __m256 h = _mm256_add_ps(lo, hi);
-  const __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-  const __m128 r = _mm_add_ps(q, _mm_movehl_ps(q, q));
-  return _mm_cvtss_f32(_mm_add_ss(r, _mm_shuffle_ps(r, r, 1)));
-}
 
 // acc += a * b on the live lanes [0, rest).
 [[gnu::always_inline]] inline __m512 fma_lanes(__m512 a, __m512 b, __m512 acc, int rest) {
@@ -146,7 +137,7 @@ template <class F, int R, int T>
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) out[r * T + t] = reduce_lanes(acc[r * T + t]);
+    for (int t = 0; t < T; ++t) out[r * T + t] = reduce16_zmm(acc[r * T + t]);
   }
 }
 
@@ -228,7 +219,7 @@ template <class F>
     }
     if (rest > 0)
       group_rows_tokens<F, 1, 1>(&row, static_cast<size_t>(full) * kGroup, rest, &arow, full, &acc);
-    y[r] = reduce_lanes(acc);
+    y[r] = reduce16_zmm(acc);
   }
 }
 

@@ -10,6 +10,7 @@
 
 #include "engine/kernels/blocks.hpp"
 #include "engine/kernels/kernel_table.hpp"
+#include "engine/kernels/reduce_avx512.hpp"
 #include "engine/kernels/tile_driver.hpp"
 
 namespace epyctune::engine::kernels::detail::avx512q4k {
@@ -18,15 +19,6 @@ namespace epyctune::engine::kernels::detail::avx512q4k {
 namespace {
 
 constexpr int kMaxTokens = 8;
-
-[[gnu::always_inline]] inline float reduce(__m512 acc) {
-  const __m256 lo = _mm512_castps512_ps256(acc);
-  const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1));
-  const __m256 h = _mm256_add_ps(lo, hi);
-  const __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-  const __m128 r = _mm_add_ps(q, _mm_movehl_ps(q, q));
-  return _mm_cvtss_f32(_mm_add_ss(r, _mm_shuffle_ps(r, r, 1)));
-}
 
 struct Pair {
   __m512i w[8];   // row i, lane L: nibbles 4i..4i+3 of lane L's sub-block
@@ -114,7 +106,7 @@ void row_tile(const uint8_t* row, int64_t nsb, const uint8_t* const* arows, floa
     }
   }
 #pragma GCC unroll 8
-  for (int t = 0; t < T; ++t) out[t] = reduce(acc[t]);
+  for (int t = 0; t < T; ++t) out[t] = reduce16_zmm(acc[t]);
 }
 
 template <bool kVnni>

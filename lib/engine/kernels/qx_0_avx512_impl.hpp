@@ -13,6 +13,7 @@
 
 #include "engine/kernels/blocks.hpp"
 #include "engine/kernels/kernel_table.hpp"
+#include "engine/kernels/reduce_avx512.hpp"
 #include "engine/kernels/tile_driver.hpp"
 
 namespace epyctune::engine::kernels::detail::avx512 {
@@ -22,16 +23,6 @@ namespace {
 
 constexpr int kMaxTokens = 8;
 constexpr int64_t kPrefetchGroups = 4;  // ~1.1 KiB (Q4_0) ahead
-
-// The canonical reduce16 tree on one zmm.
-[[gnu::always_inline]] inline float reduce(__m512 acc) {
-  const __m256 lo = _mm512_castps512_ps256(acc);
-  const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1));
-  const __m256 h = _mm256_add_ps(lo, hi);
-  const __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-  const __m128 r = _mm_add_ps(q, _mm_movehl_ps(q, q));
-  return _mm_cvtss_f32(_mm_add_ss(r, _mm_shuffle_ps(r, r, 1)));
-}
 
 // z[i] lane L = dword i of the 16 bytes at base + L * stride (i = 0..3).
 [[gnu::always_inline]] inline void transpose16x4(const uint8_t* base, size_t stride, __m512i z[4]) {
@@ -216,7 +207,7 @@ void row_tile(const uint8_t* row, int64_t nb, const uint8_t* const* arows, float
   }
   tail_group<kQ4, kVnni, T>(row, nb, arows, acc);
 #pragma GCC unroll 8
-  for (int t = 0; t < T; ++t) out[t] = reduce(acc[t]);
+  for (int t = 0; t < T; ++t) out[t] = reduce16_zmm(acc[t]);
 }
 
 template <bool kQ4, bool kVnni>
