@@ -8,8 +8,10 @@
 # Env: QUANTS (default "q4_0 q8_0 q4_k"), SHAPE (default 7b), BATCHES
 # (default 1,2,4,8,16), PASSES (-n, default 2), REPEAT (default 5),
 # CPUS (default: all allowed), BENCH_ARGS (extra bench options).
-# Each 7B model takes 4-7 GB of disk and as much page cache while benchmarked.
-# Q4_K models are written with --fast-quant (min-max scales: 32 s for 7B on 2
+# QUANTS may also name q4_k_m (Q4_K with Q6_K output, attn_v and ffn_down
+# halves, as llama.cpp mixes it). Each 7B model takes 4-7 GB of disk and as
+# much page cache while benchmarked.
+# Q4_K / Q4_K_M models are written with --fast-quant (min-max scales: 32 s for 7B on 2
 # vCPUs instead of ~45 min for ggml's search; the kernels' speed is the same).
 set -eu
 BUILD=${1:-build}
@@ -26,7 +28,7 @@ for q in $QUANTS; do
   if [ ! -f "$m" ]; then
     echo "== mkmodel $m" >&2
     FAST=""
-    [ "$q" = q4_k ] && FAST="--fast-quant"
+    case "$q" in q4_k | q4_k_m) FAST="--fast-quant" ;; esac
     # shellcheck disable=SC2086
     "$ENGINE" mkmodel "$m" --shape "$SHAPE" --quant "$q" --seed 1 $FAST
   fi
