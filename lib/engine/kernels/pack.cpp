@@ -71,8 +71,9 @@ void q4k_set_scale_min(int j, uint8_t* q, uint8_t sc, uint8_t m) {
 // Lane L is sub-block L % 8 of super-block L / 8; see blocks.hpp for the
 // packed byte layout.
 void permute_q4k(int n, const uint8_t* src, uint8_t* dst, bool to_packed) {
+  // Every bit of dst is written once below (the 12 ggml scale bytes field by
+  // field), so dst needs no clearing.
   const size_t nn = static_cast<size_t>(n);
-  std::memset(dst, 0, 18 * nn);
   uint32_t sc_hi = 0, m_hi = 0;
   if (!to_packed) {
     std::memcpy(&sc_hi, src + nn, nn / 4);

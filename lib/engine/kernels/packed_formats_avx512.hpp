@@ -11,26 +11,11 @@
 
 #include "engine/kernels/k_quants_avx512_impl.hpp"
 #include "engine/kernels/packed_tiles_avx512.hpp"
+#include "engine/kernels/q4_k_avx512_impl.hpp"
 #include "engine/kernels/qx_0_avx512_impl.hpp"
 
 namespace epyctune::engine::kernels::detail::avx512p {
 namespace {
-
-// init + the 8 u8 x s8 dot products of w[i] with activation row i of rec, in
-// two vpdpbusd chains: a tile's 8 single chains were latency-bound (2x4
-// tile, L2, 8 tokens: 0.074 -> 0.071 ms per 512 x 4096 Q4_0 with two).
-[[gnu::always_inline]] inline __m512i dot8_vnni(__m512i init, const __m512i* w,
-                                                const uint8_t* rec) {
-  auto a = [&](int i) { return _mm512_load_si512(rec + 64 * i); };
-  __m512i s0 = _mm512_dpbusd_epi32(init, w[0], a(0));
-  __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[1], a(1));
-#pragma GCC unroll 8
-  for (int i = 2; i < 8; i += 2) {
-    s0 = _mm512_dpbusd_epi32(s0, w[i], a(i));
-    s1 = _mm512_dpbusd_epi32(s1, w[i + 1], a(i + 1));
-  }
-  return _mm512_add_epi32(s0, s1);
-}
 
 // Q4_0 / Q8_0: lane L is block 16g + L; the group is avx512::Group.
 template <bool kQ4, bool kVnni>
@@ -53,18 +38,10 @@ struct Qx0Packed {
   [[gnu::always_inline]] static Token token(const uint8_t* rec) {
     return {_mm512_load_ps(rec + kQ8GroupD)};
   }
-  // The chain starts from the correction as a load (a register copy would
-  // cost an ALU slot per row).
-  [[gnu::always_inline]] static __m512i dot(const Group& g, const uint8_t* rec) {
-    if constexpr (kVnni) {
-      return dot8_vnni(_mm512_load_si512(rec + kQ8GroupCorr), g.w, rec);
-    } else {
-      return avx512::group_dot<kQ4, kVnni>(g, rec);
-    }
-  }
   [[gnu::always_inline]] static void update(const Group& g, const uint8_t* rec, const Token& tok,
                                             __m512& acc, int rest) {
-    acc = fma_lanes(_mm512_cvtepi32_ps(dot(g, rec)), _mm512_mul_ps(g.dw, tok.da), acc, rest);
+    acc = fma_lanes(_mm512_cvtepi32_ps(avx512::group_dot<kQ4, kVnni>(g, rec)),
+                    _mm512_mul_ps(g.dw, tok.da), acc, rest);
   }
 
   // One token, R rows: the token's 8 activation vectors are loaded once per
@@ -116,10 +93,9 @@ struct Q4KPacked {
   static constexpr bool kOneToken = false;
   static constexpr bool kRowStream = true;
   static constexpr int64_t kTileRows = 2;
-  struct Group {
-    __m512i w[8];   // nibbles: w[i] lane L = elements 4i..4i+3 of lane L's sub-block
-    __m512 ws, wm;  // fp32(d) * scale, fp32(dmin) * min (exact)
-  };
+  // The same lanes as the ggml-layout kernel's (q4_k_avx512_impl.hpp), so its
+  // group and dot product serve here too.
+  using Group = avx512q4k::Pair;
   struct Token {
     __m512 da, bs;  // the records' scales and sub-block sums
   };
@@ -168,28 +144,17 @@ struct Q4KPacked {
   [[gnu::always_inline]] static Token token(const uint8_t* rec) {
     return {_mm512_load_ps(rec + kQ4KPairD), _mm512_load_ps(rec + kQ4KPairBsum)};
   }
-  [[gnu::always_inline]] static __m512i dot(const Group& g, const uint8_t* rec) {
-    auto a = [&](int i) { return _mm512_load_si512(rec + 64 * i); };
-    if constexpr (kVnni) {
-      return dot8_vnni(_mm512_setzero_si512(), g.w, rec);
-    } else {
-      // |pair| <= 2 * 15 * 127, so eight of them still fit int16.
-      __m512i s16 = _mm512_maddubs_epi16(g.w[0], a(0));
-#pragma GCC unroll 8
-      for (int i = 1; i < 8; ++i) s16 = _mm512_add_epi16(s16, _mm512_maddubs_epi16(g.w[i], a(i)));
-      return _mm512_madd_epi16(s16, _mm512_set1_epi16(1));
-    }
-  }
   [[gnu::always_inline]] static void update(const Group& g, const uint8_t* rec, const Token& tok,
                                             __m512& acc, int rest) {
-    acc = fma_lanes(_mm512_cvtepi32_ps(dot(g, rec)), _mm512_mul_ps(g.ws, tok.da), acc, rest);
+    acc = fma_lanes(_mm512_cvtepi32_ps(avx512q4k::pair_dot<kVnni>(g, rec)),
+                    _mm512_mul_ps(g.ws, tok.da), acc, rest);
     acc = fnma_lanes(tok.bs, _mm512_mul_ps(g.wm, tok.da), acc, rest);
   }
 };
 
 // Q6_K in ggml's layout: a group is one super-block, unpacked into int16
 // q * scale (avx512k::load_block); int32 lane l sums elements with
-// (i % 32) / 2 == l. The 2x4 tiles keep a chunk's records in L1 where the
+// (i % 32) / 2 == l. The 1x4 tiles keep a chunk's records in L1 where the
 // one-row kernel streamed 8 tokens' records (74 KiB at k = 4096) from L2
 // for every row.
 template <bool kVnni>

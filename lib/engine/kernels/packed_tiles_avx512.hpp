@@ -6,9 +6,9 @@
 // k = 4096) spills out of L1. So a tile takes several rows per activation
 // load:
 //   - one token: one row at a time (a single stream for the prefetchers);
-//   - 2..4 tokens: R = 2 rows' unpacked groups stay in registers while each
-//     token's records stream past them, and larger batches go 4 tokens at a
-//     time over the same (now L1-resident) rows.
+//   - 2..4 tokens: R = F::kTileRows (1 or 2) rows' unpacked groups stay in
+//     registers while each token's records stream past them, and larger
+//     batches go 4 tokens at a time over the same (now L1-resident) rows.
 // Lane L of every accumulator still sums its lane's blocks in group order, so
 // the result is bit-identical to the scalar reference and to the ggml-layout
 // path.
@@ -232,6 +232,7 @@ void matmul_packed(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float
   if constexpr (F::kRowStream) {
     if (n == 1) return packed_rows_1tok<F>(w, w_row_bytes, full, rest, acts.row(0), y, r0, r1);
   }
+  static_assert(F::kTileRows == 1 || F::kTileRows == 2, "tiles are 1 or 2 rows");
   const PackedPlan plan = packed_plan<F>(n, full);
   alignas(64) __m512 acc[kRowBlock * kPackedMaxTokens];
   for (int64_t b0 = r0; b0 < r1; b0 += plan.block) {
@@ -244,18 +245,16 @@ void matmul_packed(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float
         const int64_t g1 = std::min(full, g0 + plan.groups);
         for (int64_t r = b0; r < b1; r += plan.rows) {
           const int64_t nr = std::min(plan.rows, b1 - r);
-          const uint8_t* rows[4];
+          const uint8_t* rows[2];
           for (int64_t i = 0; i < nr; ++i) rows[i] = w + static_cast<size_t>(r + i) * w_row_bytes;
-          float out[4 * kPackedMaxTokens];
+          float out[2 * kPackedMaxTokens];
           // Only the first chunk reads the block from DRAM.
           const int64_t ahead = t0 == 0 ? kPrefetchRows : 0;
           TileArgs a{rows,  w_row_bytes, rest,
                      g0,    g1,          g1 == full,
                      ahead, arows,       acc + (r - b0) * kPackedMaxTokens,
                      out};
-          if (nr == 4) {
-            packed_tokens<F, 4>(a, nt);
-          } else if (nr == 2) {
+          if (nr == 2) {
             packed_tokens<F, 2>(a, nt);
           } else {
             for (int64_t i = 0; i < nr; ++i) {
