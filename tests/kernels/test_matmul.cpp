@@ -253,27 +253,40 @@ TEST_CASE("matmul_rows rejects activations prepared for another type") {
   CHECK_THROWS(set_isa(static_cast<Isa>(static_cast<int>(best_isa()) + 1)));
 }
 
-TEST_CASE("packed16 rows: a byte permutation that pack/unpack undo") {
+TEST_CASE("packed16 Q4_0/Q8_0 panels: a byte permutation that pack/unpack undo") {
   for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0}) {
     for (int64_t k : {32, 512, 544, 1056}) {
-      CAPTURE(static_cast<int>(t));
-      CAPTURE(k);
-      const Weights w = make_weights(t, 3, k, 21);
-      auto p = w.data;
-      pack_rows(t, p.data(), w.row_bytes, 3, k);
-      // A lone block packs onto itself (its scale, then its quants); more move.
-      if (k > 32)
-        CHECK(p != w.data);
-      else
+      for (int64_t rows : {3, 16, 35}) {
+        CAPTURE(static_cast<int>(t));
+        CAPTURE(k);
+        CAPTURE(rows);
+        const Weights w = make_weights(t, rows, k, 21);
+        auto p = w.data;
+        pack_rows(t, p.data(), w.row_bytes, rows, k);
+        // Whole panels move; the rows after the last one stay as they are.
+        const size_t tail = static_cast<size_t>(rows / 16 * 16) * w.row_bytes;
+        CHECK(std::equal(p.begin() + static_cast<std::ptrdiff_t>(tail), p.end(),
+                         w.data.begin() + static_cast<std::ptrdiff_t>(tail)));
+        CHECK((p == w.data) == (rows < 16));
+        auto sorted_a = w.data, sorted_b = p;
+        std::sort(sorted_a.begin(), sorted_a.end());
+        std::sort(sorted_b.begin(), sorted_b.end());
+        CHECK(sorted_a == sorted_b);
+        unpack_rows(t, p.data(), w.row_bytes, rows, k);
         CHECK(p == w.data);
-      auto sorted_a = w.data, sorted_b = p;
-      std::sort(sorted_a.begin(), sorted_a.end());
-      std::sort(sorted_b.begin(), sorted_b.end());
-      CHECK(sorted_a == sorted_b);
-      unpack_rows(t, p.data(), w.row_bytes, 3, k);
-      CHECK(p == w.data);
+      }
     }
   }
+  // Row 0 of a panel: its block b's scale is the panel block's first fp16.
+  const Weights w = make_weights(GgmlType::Q4_0, 16, 64, 4);
+  auto p = w.data;
+  pack_rows(GgmlType::Q4_0, p.data(), w.row_bytes, 16, 64);
+  CHECK(std::memcmp(p.data() + 16 * 18, w.data.data() + 18, 2) == 0);
+  CHECK(std::memcmp(p.data() + 16 * 18 + 2, w.data.data() + w.row_bytes + 18, 2) == 0);
+  CHECK(std::memcmp(p.data() + 16 * 18 + 32 + 64 + 4, w.data.data() + w.row_bytes + 18 + 6, 4) ==
+        0);
+  std::vector<uint8_t> padded(16 * 40);
+  CHECK_THROWS_AS(pack_rows(GgmlType::Q4_0, padded.data(), 40, 16, 64), std::invalid_argument);
   std::vector<uint8_t> f(210);
   CHECK_THROWS_AS(pack_rows(GgmlType::Q6_K, f.data(), 210, 1, 256), std::invalid_argument);
   CHECK(has_packed_layout(GgmlType::Q4_0));
@@ -313,7 +326,7 @@ TEST_CASE("packed16 rows give the scalar oracle's bits on every ISA and row spli
     const bool kq = t == GgmlType::Q4_K;
     for (int64_t k : kq ? std::vector<int64_t>{256, 512, 2816, 4608, 8960}
                         : std::vector<int64_t>{32, 544, 1056, 4128, 8800}) {
-      for (int64_t rows : {1, 2, 3, 5, 7, 37, 70}) {
+      for (int64_t rows : {1, 2, 3, 5, 7, 16, 37, 70}) {
         if ((k == 4128 || k == 4608) && rows > 7) continue;  // keep ASan runs short
         if ((k == 8800 || k == 8960) && rows != 3 && rows != 70) continue;
         CAPTURE(static_cast<int>(t));
@@ -336,8 +349,12 @@ TEST_CASE("packed16 rows give the scalar oracle's bits on every ISA and row spli
             const std::string isa_str = isa_name(isa);
             CAPTURE(isa_str);
             set_isa(isa);
-            // Splits that start tiles mid-way: 4-row and 2-row tiles, 32-row blocks.
-            for (int64_t split : {int64_t{0}, int64_t{1}, rows / 2, rows - 1}) {
+            // Splits that start tiles mid-way: 2-row tiles, 32-row blocks
+            // (Q4_K); Q4_0 / Q8_0 split at 16-row panels, the tail included.
+            const std::vector<int64_t> splits =
+                kq ? std::vector<int64_t>{0, 1, rows / 2, rows - 1}
+                   : std::vector<int64_t>{0, rows / 32 * 16, rows / 16 * 16};
+            for (int64_t split : splits) {
               CAPTURE(split);
               std::vector<float> y(static_cast<size_t>(ldy * n_tokens), -777.0f);
               matmul_rows(t, WeightLayout::packed16, packed.data(), w.row_bytes, acts, y.data(),
@@ -364,4 +381,13 @@ TEST_CASE("packed16 rows give the scalar oracle's bits on every ISA and row spli
   CHECK_THROWS_AS(matmul_rows(GgmlType::Q6_K, WeightLayout::packed16, w.data.data(), w.row_bytes,
                               acts, y.data(), 1, 0, 1),
                   std::invalid_argument);
+  // Packed Q4_0 rows are read from the start of a 16-row panel.
+  const Weights q = make_weights(GgmlType::Q4_0, 32, 64, 2);
+  std::vector<float> x64(64, 1.0f), y32(32);
+  prepare_acts(GgmlType::Q4_0, x64.data(), 1, 64, acts);
+  CHECK_THROWS_AS(matmul_rows(GgmlType::Q4_0, WeightLayout::packed16, q.data.data(), q.row_bytes,
+                              acts, y32.data(), 32, 8, 32),
+                  std::invalid_argument);
+  CHECK_NOTHROW(matmul_rows(GgmlType::Q4_0, WeightLayout::packed16, q.data.data(), q.row_bytes,
+                            acts, y32.data(), 32, 16, 32));
 }

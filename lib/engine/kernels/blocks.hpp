@@ -227,18 +227,23 @@ constexpr int q8_group_pos(int L, int e) {
   return 64 * (e / 4) + 4 * L + (e % 4);
 }
 
-// Packed weight rows (WeightLayout::packed16) for Q4_0 / Q8_0: every full
-// group of 16 blocks is stored as the SIMD kernels consume it, so a group
-// costs a few aligned loads instead of a gather and a 16x4 transpose. A group
-// keeps its size (16 blocks), so rows keep their length and offsets:
-//   [0, 32)    16 fp16: the scale d of block L at 2L;
+// Packed weights (WeightLayout::packed16) for Q4_0 / Q8_0: every full panel
+// of 16 rows (rows 16p .. 16p + 15) is stored block-major, as the SIMD
+// kernels consume it: lane L of a vector is row L, so a block of 16 rows is a
+// handful of plain loads and the activations can be broadcast. The panel
+// keeps its 16 rows' bytes (16 x 18 or 16 x 34 per block); block b sits at
+// 16 x bytes-per-block x b:
+//   [0, 32)    16 fp16: row L's scale d at 2L;
 //   [32, ...)  Q4_0: 4, Q8_0: 8 chunks of 64 bytes: chunk i, lane L (bytes
-//              4L..4L+3) = quant bytes 4i..4i+3 of block L (for Q4_0 the
-//              nibble pairs, exactly as in the block).
-// The n < 16 blocks after the last full group pack the same way into their
-// own 18n / 34n bytes: n fp16 scales, then chunks of 4n bytes.
-//
-// Q4_K packs a pair of super-blocks (16 lanes: lane L = sub-block L % 8 of
+//              4L..4L+3) = quant bytes 4i..4i+3 of row L's block (for Q4_0
+//              the nibble pairs, exactly as in the block).
+// The n_rows % 16 rows after the last full panel keep ggml's layout. So a
+// packed matrix is read in row ranges that start at a multiple of 16 and end
+// at one or at the last row.
+constexpr int64_t kPanelRows = 16;
+constexpr size_t kPackD = 32;
+
+// Packed Q4_K rows stay row by row: a pair of super-blocks (16 lanes: lane L = sub-block L % 8 of
 // super-block L / 8, as in its activation records below) into the pair's
 // 288 bytes, and a row's odd last super-block (8 lanes) into its 144, with
 // n = 16 or 8 lanes:
@@ -251,10 +256,6 @@ constexpr int q8_group_pos(int L, int e) {
 //                  = element 4i + b of lane L's sub-block, high nibble =
 //                  element 16 + 4i + b (a mask and a shift give activation
 //                  rows i and i + 4).
-// A lane is 18 bytes in every packed type but Q8_0 (34), so full groups sit
-// at 16 x 18 bytes and the tail needs no special geometry.
-constexpr int kPackBlocks = 16;
-constexpr size_t kPackD = 32;
 
 // For Q4_K weights, super-blocks go in pairs (2m, 2m+1; an odd count is padded
 // with a zero super-block) and lane L (0..15) is sub-block L % 8 of super-block

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/kernels/blocks.hpp"
 #include "engine/kernels/kernel_table.hpp"
 
 namespace epyctune::engine::kernels {
@@ -174,11 +175,12 @@ detail::MatmulFn pick(const MatmulTable& t, GgmlType wtype, WeightLayout layout)
   return nullptr;
 }
 
-// Packed rows on an ISA without a packed kernel: unpack a few rows at a time
-// into a scratch copy and run the ggml-layout kernel on it.
+// Packed rows on an ISA without a packed kernel: unpack 16 rows (a Q4_0 /
+// Q8_0 panel) at a time into a scratch copy and run the ggml-layout kernel on
+// it.
 void matmul_unpacking(detail::MatmulFn fn, GgmlType wtype, const uint8_t* w, size_t row_bytes,
                       const Acts& acts, float* y, int64_t ldy, int64_t r0, int64_t r1) {
-  constexpr int64_t kRows = 16;
+  constexpr int64_t kRows = detail::kPanelRows;
   thread_local std::vector<uint8_t, AlignedAllocator<uint8_t>> buf;
   buf.resize(row_bytes * kRows);
   for (int64_t r = r0; r < r1; r += kRows) {
@@ -211,6 +213,11 @@ void matmul_rows(GgmlType wtype, WeightLayout layout, const void* w, size_t w_ro
                                 " has no packed16 layout");
   }
   if (r1 <= r0 || acts.n_tokens == 0) return;
+  if (layout == WeightLayout::packed16 && (wtype == GgmlType::Q4_0 || wtype == GgmlType::Q8_0) &&
+      r0 % detail::kPanelRows != 0) {
+    throw std::invalid_argument("matmul_rows: packed16 Q4_0/Q8_0 rows are 16-row panels; row " +
+                                std::to_string(r0) + " does not start one");
+  }
   const MatmulTable& t = tables().t[static_cast<int>(active_isa())];
   const auto* wb = static_cast<const uint8_t*>(w);
   if (detail::MatmulFn fn = pick(t, wtype, layout))

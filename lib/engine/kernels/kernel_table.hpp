@@ -2,8 +2,9 @@
 // picks one at run time. Every entry must produce bytes identical to the
 // scalar reference (ref_matmul.cpp), which defines the canonical order:
 //   - integer dot products of a block (or 4-element groups of it) are exact;
-//   - float partials accumulate with fma into 16 stripes (4 more for Q4_K mins);
-//   - the stripes reduce with reduce16()/reduce4() from blocks.hpp.
+//   - Q4_0 / Q8_0: one fma chain per row over its blocks, in order;
+//   - the other types: float partials accumulate with fma into 16 stripes,
+//     which reduce with reduce16() from blocks.hpp.
 #pragma once
 
 #include <cstddef>

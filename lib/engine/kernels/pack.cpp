@@ -18,38 +18,36 @@ namespace {
 using detail::BlockQ4_0;
 using detail::BlockQ4_K;
 using detail::BlockQ8_0;
-using detail::kPackBlocks;
 using detail::kPackD;
 
-// Bytes per lane (one 32-element block or Q4_K sub-block): a group of 16
-// lanes is 16 times that, packed or not.
-size_t lane_bytes(GgmlType t) {
-  if (t == GgmlType::Q4_0) return sizeof(BlockQ4_0);
-  if (t == GgmlType::Q8_0) return sizeof(BlockQ8_0);
-  if (t == GgmlType::Q4_K) return sizeof(BlockQ4_K) / 8;
-  throw std::invalid_argument("packed16 layout: no packed form for weight type " +
-                              std::to_string(static_cast<uint32_t>(t)));
-}
-
-// One group of n (<= 16) blocks: ggml (src) -> packed (dst) or back. A full
-// group is n = 16; the short last group of a row packs the same way with
-// stride 4n per chunk, so every row is packed end to end.
-void permute_group(size_t bb, int n, const uint8_t* src, uint8_t* dst, bool to_packed) {
-  const size_t qbytes = bb - 2;
-  const size_t nn = static_cast<size_t>(n);
-  for (size_t L = 0; L < nn; ++L) {
-    const size_t blk = L * bb;
-    if (to_packed)
-      std::memcpy(dst + 2 * L, src + blk, 2);
-    else
-      std::memcpy(dst + blk, src + 2 * L, 2);
-    for (size_t i = 0; i < qbytes / 4; ++i) {
-      const size_t p = 2 * nn + 4 * nn * i + 4 * L;
-      const size_t g = blk + 2 + 4 * i;
-      if (to_packed)
-        std::memcpy(dst + p, src + g, 4);
-      else
-        std::memcpy(dst + g, src + p, 4);
+// Q4_0 / Q8_0: every full panel of 16 rows, ggml (src) -> packed (dst) or
+// back (blocks.hpp); the rows after the last full panel keep ggml's layout.
+void permute_panels(GgmlType t, uint8_t* base, size_t row_bytes, int64_t n_rows, int64_t k,
+                    bool to_packed) {
+  const size_t bb = t == GgmlType::Q4_0 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0);
+  const auto nb = static_cast<size_t>(k / 32);
+  if (row_bytes != nb * bb)
+    throw std::invalid_argument("packed16 layout: rows of " + std::to_string(row_bytes) +
+                                " bytes, expected " + std::to_string(nb * bb) +
+                                " for k = " + std::to_string(k) + " (rows must be contiguous)");
+  const size_t panel = detail::kPanelRows * row_bytes;
+  std::vector<uint8_t> tmp(panel);
+  for (int64_t p = 0; p + detail::kPanelRows <= n_rows; p += detail::kPanelRows) {
+    uint8_t* P = base + static_cast<size_t>(p) * row_bytes;
+    std::memcpy(tmp.data(), P, panel);
+    for (size_t b = 0; b < nb; ++b) {
+      uint8_t* packed = (to_packed ? P : tmp.data()) + b * detail::kPanelRows * bb;
+      for (size_t L = 0; L < static_cast<size_t>(detail::kPanelRows); ++L) {
+        uint8_t* ggml = (to_packed ? tmp.data() : P) + L * row_bytes + b * bb;
+        auto move = [&](size_t p_off, size_t g_off, size_t n) {
+          if (to_packed)
+            std::memcpy(packed + p_off, ggml + g_off, n);
+          else
+            std::memcpy(ggml + g_off, packed + p_off, n);
+        };
+        move(2 * L, 0, 2);
+        for (size_t i = 0; i < (bb - 2) / 4; ++i) move(kPackD + 64 * i + 4 * L, 2 + 4 * i, 4);
+      }
     }
   }
 }
@@ -142,20 +140,22 @@ void permute_q4k(int n, const uint8_t* src, uint8_t* dst, bool to_packed) {
 
 void permute_rows(GgmlType t, void* rows, size_t row_bytes, int64_t n_rows, int64_t k,
                   bool to_packed) {
-  const size_t bb = lane_bytes(t);
-  const int64_t nb = k / 32;
-  uint8_t tmp[kPackBlocks * sizeof(BlockQ8_0)];
   auto* base = static_cast<uint8_t*>(rows);
+  if (t == GgmlType::Q4_0 || t == GgmlType::Q8_0)
+    return permute_panels(t, base, row_bytes, n_rows, k, to_packed);
+  if (t != GgmlType::Q4_K)
+    throw std::invalid_argument("packed16 layout: no packed form for weight type " +
+                                std::to_string(static_cast<uint32_t>(t)));
+  // Q4_K: pairs of super-blocks (16 lanes of 18 bytes), within each row.
+  const int64_t nsb = k / 256;
+  uint8_t tmp[2 * sizeof(BlockQ4_K)];
   for (int64_t r = 0; r < n_rows; ++r) {
     uint8_t* row = base + static_cast<size_t>(r) * row_bytes;
-    for (int64_t b = 0; b < nb; b += kPackBlocks) {
-      const int n = static_cast<int>(std::min<int64_t>(kPackBlocks, nb - b));
-      uint8_t* grp = row + static_cast<size_t>(b) * bb;
-      std::memcpy(tmp, grp, bb * static_cast<size_t>(n));
-      if (t == GgmlType::Q4_K)
-        permute_q4k(n, tmp, grp, to_packed);
-      else
-        permute_group(bb, n, tmp, grp, to_packed);
+    for (int64_t b = 0; b < nsb; b += 2) {
+      const int n = static_cast<int>(std::min<int64_t>(2, nsb - b)) * 8;
+      uint8_t* grp = row + static_cast<size_t>(b) * sizeof(BlockQ4_K);
+      std::memcpy(tmp, grp, sizeof(BlockQ4_K) * static_cast<size_t>(n / 8));
+      permute_q4k(n, tmp, grp, to_packed);
     }
   }
 }

@@ -1,5 +1,5 @@
-// The row formats that packed_tiles_avx512.hpp drives: the packed16 layouts
-// (blocks.hpp) of Q4_0, Q8_0 and Q4_K, and Q6_K as ggml stores it (its
+// The row formats that packed_tiles_avx512.hpp drives: Q4_K's packed16
+// layout (blocks.hpp), and Q6_K as ggml stores it (its
 // super-block already unpacks into 16 lanes without a gather). How a group
 // loads from a row and how it meets one token's activation record, in the
 // scalar reference's rounding order.
@@ -12,75 +12,9 @@
 #include "engine/kernels/k_quants_avx512_impl.hpp"
 #include "engine/kernels/packed_tiles_avx512.hpp"
 #include "engine/kernels/q4_k_avx512_impl.hpp"
-#include "engine/kernels/qx_0_avx512_impl.hpp"
 
 namespace epyctune::engine::kernels::detail::avx512p {
 namespace {
-
-// Q4_0 / Q8_0: lane L is block 16g + L; the group is avx512::Group.
-template <bool kQ4, bool kVnni>
-struct Qx0Packed {
-  static constexpr size_t kGroupBytes = 16 * (kQ4 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0));
-  static constexpr size_t kRecordBytes = kQ8GroupBytes;
-  static int64_t groups(int64_t k) { return k / 32 / 16; }
-  static int rest(int64_t k) { return static_cast<int>(k / 32 % 16); }
-  static constexpr bool kOneToken = kVnni;
-  static constexpr bool kRowStream = false;
-  static constexpr int64_t kTileRows = 2;
-  using Group = avx512::Group;
-  struct Token {
-    __m512 da;
-  };
-
-  [[gnu::always_inline]] static void load(const uint8_t* base, Group& g, int rest) {
-    avx512::load_group_packed<kQ4, kVnni>(base, g, rest);
-  }
-  [[gnu::always_inline]] static Token token(const uint8_t* rec) {
-    return {_mm512_load_ps(rec + kQ8GroupD)};
-  }
-  [[gnu::always_inline]] static void update(const Group& g, const uint8_t* rec, const Token& tok,
-                                            __m512& acc, int rest) {
-    acc = fma_lanes(_mm512_cvtepi32_ps(avx512::group_dot<kQ4, kVnni>(g, rec)),
-                    _mm512_mul_ps(g.dw, tok.da), acc, rest);
-  }
-
-  // One token, R rows: the token's 8 activation vectors are loaded once per
-  // group and each row's weights are unpacked straight into vpdpbusd.
-  template <int R>
-  [[gnu::always_inline]] static void one_token(const uint8_t* const* rows, size_t off,
-                                               const uint8_t* rec, __m512* acc) {
-    __m512i a[8];
-#pragma GCC unroll 8
-    for (int i = 0; i < 8; ++i) a[i] = _mm512_load_si512(rec + 64 * i);
-    const __m512i corr = _mm512_load_si512(rec + kQ8GroupCorr);
-    const __m512 da = _mm512_load_ps(rec + kQ8GroupD);
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      const uint8_t* g = rows[r] + off;
-      auto ld = [&](int i) { return _mm512_loadu_si512(g + kPackD + 64 * i); };
-      __m512i s0 = corr, s1 = _mm512_setzero_si512();
-      if constexpr (kQ4) {
-        const __m512i m = _mm512_set1_epi8(0x0F);
-#pragma GCC unroll 4
-        for (int i = 0; i < 4; ++i) {
-          const __m512i z = ld(i);
-          s0 = _mm512_dpbusd_epi32(s0, _mm512_and_si512(z, m), a[i]);
-          s1 = _mm512_dpbusd_epi32(s1, _mm512_and_si512(_mm512_srli_epi16(z, 4), m), a[i + 4]);
-        }
-      } else {
-        const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-#pragma GCC unroll 8
-        for (int i = 0; i < 8; i += 2) {
-          s0 = _mm512_dpbusd_epi32(s0, _mm512_xor_si512(ld(i), flip), a[i]);
-          s1 = _mm512_dpbusd_epi32(s1, _mm512_xor_si512(ld(i + 1), flip), a[i + 1]);
-        }
-      }
-      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g)));
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), _mm512_mul_ps(dw, da),
-                               acc[r]);
-    }
-  }
-};
 
 // Q4_K: lane L is sub-block L % 8 of super-block 2g + L / 8 (pairs; rest = 8
 // for a row's odd last super-block).
@@ -90,8 +24,6 @@ struct Q4KPacked {
   static constexpr size_t kRecordBytes = kQ4KPairBytes;
   static int64_t groups(int64_t k) { return k / 256 / 2; }
   static int rest(int64_t k) { return static_cast<int>(k / 256 % 2) * 8; }
-  static constexpr bool kOneToken = false;
-  static constexpr bool kRowStream = true;
   static constexpr int64_t kTileRows = 2;
   // The same lanes as the ggml-layout kernel's (q4_k_avx512_impl.hpp), so its
   // group and dot product serve here too.
@@ -163,8 +95,6 @@ struct Q6KRows {
   static constexpr size_t kRecordBytes = kKBlockBytes;
   static int64_t groups(int64_t k) { return k / 256; }
   static int rest(int64_t) { return 0; }
-  static constexpr bool kOneToken = false;
-  static constexpr bool kRowStream = true;
   // One row: two rows' 18 unpacked vectors spill (256 x 4096 in L2, 8
   // tokens: 0.111 ms with two, 0.099 with one, 0.181 one-row-8-tokens).
   static constexpr int64_t kTileRows = 1;

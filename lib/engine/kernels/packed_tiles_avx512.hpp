@@ -1,5 +1,7 @@
-// AVX-512 matmul on packed16 rows (blocks.hpp), for any packed format F
-// (packed_formats_avx512.hpp: Q4_0, Q8_0, Q4_K). Packed groups load without a
+// AVX-512 matmul on rows whose 16 lanes are a row's own blocks or
+// sub-blocks, for a row format F (packed_formats_avx512.hpp: packed16 Q4_K,
+// Q6_K in ggml's layout; Q4_0 / Q8_0 have 16-row tiles of their own,
+// qx_0_avx512_impl.hpp). Packed groups load without a
 // gather or a transpose, which frees enough issue slots that the activations
 // become the bottleneck: with one row at a time every activation vector is
 // loaded once per row, and a batch of 8 tokens (80 KiB of records at
@@ -18,9 +20,8 @@
 // full groups and the lanes of its short last group, 0 if none);
 // Group and load(base, group, rest) (rest < 16: the row's short last group,
 // lanes >= rest load as zero); Token and token(rec) (what a token's record
-// shares between rows); update(group, rec, token, acc, rest); and, with
-// kOneToken, one_token<R>(rows, off, rec, acc) for a faster T = 1 step;
-// kTileRows (R for 2+ tokens); kRowStream (one token: rows in one call).
+// shares between rows); update(group, rec, token, acc, rest);
+// kTileRows (R for 2+ tokens).
 #pragma once
 
 #include <immintrin.h>
@@ -117,12 +118,7 @@ template <class F, int R, int T>
         }
       }
     }
-    if constexpr (T == 1 && F::kOneToken) {
-      F::template one_token<R>(rows, off, arows[0] + static_cast<size_t>(gi) * F::kRecordBytes,
-                               acc);
-    } else {
-      group_rows_tokens<F, R, T>(rows, off, 16, arows, gi, acc);
-    }
+    group_rows_tokens<F, R, T>(rows, off, 16, arows, gi, acc);
   }
   if (!last) {
 #pragma GCC unroll 16
@@ -173,32 +169,10 @@ void packed_tokens(const TileArgs& a, int nt) {
   }
 }
 
-// How a matmul walks the matrix, by token count.
-struct PackedPlan {
-  int64_t rows;    // rows per tile (R)
-  int chunk;       // tokens per tile (T <= chunk)
-  int64_t block;   // rows the token chunks share
-  int64_t groups;  // groups per segment
-};
-// One token: a row per tile (one stream for the prefetchers, see
-// kPrefetchRows). Two or more tokens: R = F::kTileRows rows' unpacked groups
-// stay in registers while up to 4 tokens' records stream past them; further
-// chunks of 4 tokens rerun the block from L2. (One row against 8 tokens,
-// records in L1, ran at half the speed: 8 accumulators, 8 weight vectors and
-// the records' loads do not schedule as well.)
-template <class F>
-PackedPlan packed_plan(int n, int64_t full) {
-  if (n == 1) return {1, 1, 1, std::max<int64_t>(full, 1)};
-  return {F::kTileRows, kPackedMaxTokens, kRowBlock, kSegmentGroups};
-}
-
-// One token, for formats with F::kRowStream: row after row in one call, a
-// single stream for the prefetchers (kPrefetchRows ahead, non-temporal).
-// Q4_K: a call per row cost about a fifth of the compute (L3-resident 4096 x
-// 4096, 2 threads: 89 -> 118 GB/s) and the 7B decode 74 -> 68 ms. Q4_0
-// computed faster this way too but streamed slower from DRAM (2 threads,
-// 1 GiB: 75 -> 57 GB/s, whatever the prefetch distance or hint), so Q4_0 and
-// Q8_0 keep a tile call per row.
+// One token: row after row in one call, a single stream for the prefetchers
+// (kPrefetchRows ahead, non-temporal). For Q4_K a call per row cost about a
+// fifth of the compute (L3-resident 4096 x 4096, 2 threads: 89 -> 118 GB/s)
+// and the 7B decode 74 -> 68 ms.
 template <class F>
 [[gnu::noinline]] void packed_rows_1tok(const uint8_t* w, size_t row_bytes, int64_t full, int rest,
                                         const uint8_t* arow, float* y, int64_t r0, int64_t r1) {
@@ -212,10 +186,7 @@ template <class F>
 #pragma GCC unroll 16
       for (size_t o = 0; o < kGroup; o += 64)
         _mm_prefetch(reinterpret_cast<const char*>(ahead + off + o), _MM_HINT_NTA);
-      if constexpr (F::kOneToken)
-        F::template one_token<1>(&row, off, arow + static_cast<size_t>(gi) * F::kRecordBytes, &acc);
-      else
-        group_rows_tokens<F, 1, 1>(&row, off, 16, &arow, gi, &acc);
+      group_rows_tokens<F, 1, 1>(&row, off, 16, &arow, gi, &acc);
     }
     if (rest > 0)
       group_rows_tokens<F, 1, 1>(&row, static_cast<size_t>(full) * kGroup, rest, &arow, full, &acc);
@@ -223,28 +194,30 @@ template <class F>
   }
 }
 
+// Two or more tokens: R = F::kTileRows rows' unpacked groups stay in
+// registers while up to 4 tokens' records stream past them; further chunks of
+// 4 tokens rerun the block from L2. (One row against 8 tokens, records in
+// L1, ran at half the speed: 8 accumulators, 8 weight vectors and the
+// records' loads do not schedule as well.)
 template <class F>
 void matmul_packed(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
                    int64_t r0, int64_t r1) {
   const int64_t full = F::groups(acts.k);
   const int rest = F::rest(acts.k);
   const int n = acts.n_tokens;
-  if constexpr (F::kRowStream) {
-    if (n == 1) return packed_rows_1tok<F>(w, w_row_bytes, full, rest, acts.row(0), y, r0, r1);
-  }
+  if (n == 1) return packed_rows_1tok<F>(w, w_row_bytes, full, rest, acts.row(0), y, r0, r1);
   static_assert(F::kTileRows == 1 || F::kTileRows == 2, "tiles are 1 or 2 rows");
-  const PackedPlan plan = packed_plan<F>(n, full);
   alignas(64) __m512 acc[kRowBlock * kPackedMaxTokens];
-  for (int64_t b0 = r0; b0 < r1; b0 += plan.block) {
-    const int64_t b1 = std::min(r1, b0 + plan.block);
-    for (int t0 = 0; t0 < n; t0 += plan.chunk) {
-      const int nt = std::min(n - t0, plan.chunk);
+  for (int64_t b0 = r0; b0 < r1; b0 += kRowBlock) {
+    const int64_t b1 = std::min(r1, b0 + kRowBlock);
+    for (int t0 = 0; t0 < n; t0 += kPackedMaxTokens) {
+      const int nt = std::min(n - t0, kPackedMaxTokens);
       const uint8_t* arows[kPackedMaxTokens];
       for (int t = 0; t < nt; ++t) arows[t] = acts.row(t0 + t);
-      for (int64_t g0 = 0; g0 == 0 || g0 < full; g0 += plan.groups) {
-        const int64_t g1 = std::min(full, g0 + plan.groups);
-        for (int64_t r = b0; r < b1; r += plan.rows) {
-          const int64_t nr = std::min(plan.rows, b1 - r);
+      for (int64_t g0 = 0; g0 == 0 || g0 < full; g0 += kSegmentGroups) {
+        const int64_t g1 = std::min(full, g0 + kSegmentGroups);
+        for (int64_t r = b0; r < b1; r += F::kTileRows) {
+          const int64_t nr = std::min(F::kTileRows, b1 - r);
           const uint8_t* rows[2];
           for (int64_t i = 0; i < nr; ++i) rows[i] = w + static_cast<size_t>(r + i) * w_row_bytes;
           float out[2 * kPackedMaxTokens];

@@ -1,20 +1,24 @@
 // AVX-512 Q4_0 / Q8_0 matmul, included by qx_0_avx512.cpp (BW: vpmaddubsw)
-// and qx_0_avx512vnni.cpp (vpdpbusd). Sixteen weight blocks are transposed so
-// that int32 lane L accumulates block L's whole dot product: 8 dot-product
-// instructions per 16 blocks and token, no horizontal sums, and the lanes are
-// exactly the scalar reference's 16 stripes (acc[b % 16]). The unpacked group
-// stays in registers across up to 8 tokens, so a token batch reads the weights
-// once.
+// and qx_0_avx512vnni.cpp (vpdpbusd), for ggml rows and for packed16 panels
+// (blocks.hpp). Lane L of every vector is row L of a 16-row tile: a block of
+// 16 rows unpacks into 8 weight vectors, a token's activation dword i is
+// broadcast to all 16 rows, and each lane's fma chain over the blocks is the
+// scalar reference's per-row sum. A token costs 8 dot-product instructions per
+// 16 rows and block whatever the batch, the activations stay in L1, and up to
+// 8 tokens share one pass over the weights. (The earlier layout put 16 blocks
+// of one row in the lanes: every token then needed its own 64-byte activation
+// loads per row, 8 tokens did not fit the registers, and the second 4-token
+// chunk reran each row block from L2 while DRAM idled: 7B Q4_0, 8 tokens,
+// 1 thread from DRAM, 11.7 GB/s against 16.5 now.)
 #pragma once
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "engine/kernels/blocks.hpp"
 #include "engine/kernels/kernel_table.hpp"
-#include "engine/kernels/reduce_avx512.hpp"
-#include "engine/kernels/tile_driver.hpp"
 
 namespace epyctune::engine::kernels::detail::avx512 {
 // Internal linkage: this header is compiled into TUs with different ISA
@@ -22,24 +26,58 @@ namespace epyctune::engine::kernels::detail::avx512 {
 namespace {
 
 constexpr int kMaxTokens = 8;
-constexpr int64_t kPrefetchGroups = 4;  // ~1.1 KiB (Q4_0) ahead
+constexpr int64_t kTileRows = 16;
+// Panel blocks the software prefetch runs ahead (Q4_0: 4.6 KiB). One thread,
+// 8 tokens, 512 MiB: 4 blocks 12.6 GB/s, 8 15.2, 16 16.6, 32 15.6. One token
+// takes non-temporal hints (2 threads, 1 GiB: T0 44.6 GB/s, none 48.0, NTA
+// 55.7; T0 for more tokens, which reread a panel block from L1).
+constexpr int64_t kPrefetchBlocks = 16;
 
-// z[i] lane L = dword i of the 16 bytes at base + L * stride (i = 0..3).
-[[gnu::always_inline]] inline void transpose16x4(const uint8_t* base, size_t stride, __m512i z[4]) {
-  __m512i p[4];
+struct Group {
+  __m512i w[8];      // unsigned operand: Q4 nibbles; Q8 quants xor 0x80 (VNNI) or |q|
+  __mmask64 neg[8];  // Q8 without VNNI: bytes whose weight is negative
+  __m512 dw;         // lane L: row L's block scale
+};
+
+// z holds the raw quant dwords (Q4: 4 vectors of nibble pairs; Q8: 8).
+template <bool kQ4, bool kVnni>
+[[gnu::always_inline]] inline void unpack_quants(const __m512i* z, Group& g) {
+  if constexpr (kQ4) {
+    const __m512i m = _mm512_set1_epi8(0x0F);
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      g.w[i] = _mm512_and_si512(z[i], m);
+      g.w[i + 4] = _mm512_and_si512(_mm512_srli_epi16(z[i], 4), m);
+    }
+  } else {
 #pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) {
+      if constexpr (kVnni) {
+        g.w[i] = _mm512_xor_si512(z[i], _mm512_set1_epi8(static_cast<char>(0x80)));
+      } else {
+        g.neg[i] = _mm512_movepi8_mask(z[i]);
+        g.w[i] = _mm512_abs_epi8(z[i]);
+      }
+    }
+  }
+}
+
+// z[i] lane L = dword i of the 16 bytes at rows[L] + off (i = 0..3).
+[[gnu::always_inline]] inline void transpose16x4(const uint8_t* const* rows, size_t off,
+                                                 __m512i z[4]) {
+  __m512i p[4];
+#pragma GCC unroll 4
   for (int j = 0; j < 4; ++j) {
     auto ld = [&](int L) {
-      return _mm_loadu_si128(
-          reinterpret_cast<const __m128i*>(base + static_cast<size_t>(L) * stride));
+      return _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[L] + off));
     };
     __m512i v = _mm512_zextsi128_si512(ld(j));
     v = _mm512_inserti32x4(v, ld(j + 4), 1);
     v = _mm512_inserti32x4(v, ld(j + 8), 2);
     p[j] = _mm512_inserti32x4(v, ld(j + 12), 3);
   }
-  // 128-bit lane c of p[j] holds block 4c + j; a 4x4 dword transpose per lane
-  // puts block 4c + j's dword i at dword 4c + j of z[i].
+  // 128-bit lane c of p[j] holds row 4c + j; a 4x4 dword transpose per lane
+  // puts row 4c + j's dword i at dword 4c + j of z[i].
   const __m512i t0 = _mm512_unpacklo_epi32(p[0], p[1]);
   const __m512i t1 = _mm512_unpackhi_epi32(p[0], p[1]);
   const __m512i t2 = _mm512_unpacklo_epi32(p[2], p[3]);
@@ -50,102 +88,69 @@ constexpr int64_t kPrefetchGroups = 4;  // ~1.1 KiB (Q4_0) ahead
   z[3] = _mm512_unpackhi_epi64(t1, t3);
 }
 
-struct Group {
-  __m512i w[8];      // unsigned operand: Q4 nibbles; Q8 quants xor 0x80 (VNNI) or |q|
-  __mmask64 neg[8];  // Q8 without VNNI: bytes whose weight is negative
-  __m512 dw;         // per-lane block scale
-};
-
+// Block b of 16 rows in ggml's layout (rows[L]: row L; a short tile repeats
+// a live row, whose lanes are never stored).
 template <bool kQ4, bool kVnni>
-[[gnu::always_inline]] inline void load_group(const uint8_t* base, Group& g) {
+[[gnu::always_inline]] inline void load_rows(const uint8_t* const* rows, int64_t b, Group& g) {
   constexpr size_t kBytes = kQ4 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0);
-  const __m512i offs =
-      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                         _mm512_set1_epi32(static_cast<int>(kBytes)));
-  const __m512i d32 = _mm512_i32gather_epi32(offs, base, 1);  // low half = fp16 d
+  const size_t off = static_cast<size_t>(b) * kBytes;
+  // The scales: a dword gather per row (its low half is d), from the rows'
+  // addresses.
+  __m512i addr[2];
+  addr[0] =
+      _mm512_add_epi64(_mm512_loadu_si512(rows), _mm512_set1_epi64(static_cast<long long>(off)));
+  addr[1] = _mm512_add_epi64(_mm512_loadu_si512(rows + 8),
+                             _mm512_set1_epi64(static_cast<long long>(off)));
+  const __m256i lo = _mm512_i64gather_epi32(addr[0], nullptr, 1);
+  const __m256i hi = _mm512_i64gather_epi32(addr[1], nullptr, 1);
+  const __m512i d32 = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
   g.dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d32));
-  if constexpr (kQ4) {
-    __m512i z[4];
-    transpose16x4(base + 2, kBytes, z);
-    const __m512i m = _mm512_set1_epi8(0x0F);
-#pragma GCC unroll 8
-    for (int i = 0; i < 4; ++i) {
-      g.w[i] = _mm512_and_si512(z[i], m);
-      g.w[i + 4] = _mm512_and_si512(_mm512_srli_epi16(z[i], 4), m);
-    }
-  } else {
-    transpose16x4(base + 2, kBytes, g.w);
-    transpose16x4(base + 18, kBytes, g.w + 4);
-#pragma GCC unroll 8
-    for (int i = 0; i < 8; ++i) {
-      if constexpr (kVnni) {
-        g.w[i] = _mm512_xor_si512(g.w[i], _mm512_set1_epi8(static_cast<char>(0x80)));
-      } else {
-        g.neg[i] = _mm512_movepi8_mask(g.w[i]);
-        g.w[i] = _mm512_abs_epi8(g.w[i]);
-      }
-    }
-  }
+  __m512i z[8];
+  transpose16x4(rows, off + 2, z);
+  if constexpr (!kQ4) transpose16x4(rows, off + 18, z + 4);
+  unpack_quants<kQ4, kVnni>(z, g);
 }
 
-// The same group from packed16 rows (blocks.hpp): the bytes are already in
-// lane order, so a group is a handful of plain loads. rest < 16: the row's
-// short last group (lanes >= rest load as zero).
+// Block b of a packed16 panel: the same vectors, as plain loads.
 template <bool kQ4, bool kVnni>
-[[gnu::always_inline]] inline void load_group_packed(const uint8_t* base, Group& g, int rest = 16) {
-  const __mmask16 live = static_cast<__mmask16>((1u << rest) - 1u);
-  const size_t n = static_cast<size_t>(rest);
-  const auto d = rest == 16 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(base))
-                            : _mm256_maskz_loadu_epi16(live, base);
-  g.dw = _mm512_cvtph_ps(d);
-  auto ld = [&](int i) {
-    const uint8_t* p = base + 2 * n + 4 * n * static_cast<size_t>(i);
-    return rest == 16 ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi32(live, p);
+[[gnu::always_inline]] inline void load_panel(const uint8_t* blk, Group& g) {
+  g.dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
+  __m512i z[8];
+#pragma GCC unroll 8
+  for (int i = 0; i < (kQ4 ? 4 : 8); ++i) z[i] = _mm512_loadu_si512(blk + kPackD + 64 * i);
+  unpack_quants<kQ4, kVnni>(z, g);
+}
+
+// Exact int32 dot product of every row's block with one token's block; a is
+// the block's lane in its activation record (dword i at a + 64 i).
+template <bool kQ4, bool kVnni>
+[[gnu::always_inline]] inline __m512i block_dot(const Group& g, const uint8_t* rec, int L) {
+  const uint8_t* a = rec + 4 * L;
+  auto bc = [&](int i) {
+    int32_t v;
+    std::memcpy(&v, a + 64 * i, 4);
+    return _mm512_set1_epi32(v);
   };
-  if constexpr (kQ4) {
-    const __m512i m = _mm512_set1_epi8(0x0F);
-#pragma GCC unroll 8
-    for (int i = 0; i < 4; ++i) {
-      const __m512i z = ld(i);
-      g.w[i] = _mm512_and_si512(z, m);
-      g.w[i + 4] = _mm512_and_si512(_mm512_srli_epi16(z, 4), m);
-    }
-  } else {
-#pragma GCC unroll 8
-    for (int i = 0; i < 8; ++i) {
-      g.w[i] = ld(i);
-      if constexpr (kVnni) {
-        g.w[i] = _mm512_xor_si512(g.w[i], _mm512_set1_epi8(static_cast<char>(0x80)));
-      } else {
-        g.neg[i] = _mm512_movepi8_mask(g.w[i]);
-        g.w[i] = _mm512_abs_epi8(g.w[i]);
-      }
-    }
-  }
-}
-
-// Exact int32 dot product per block (lane) for one token's record.
-template <bool kQ4, bool kVnni>
-[[gnu::always_inline]] inline __m512i group_dot(const Group& g, const uint8_t* rec) {
-  auto a = [&](int i) { return _mm512_load_si512(rec + 64 * i); };
-  const __m512i corr = _mm512_load_si512(rec + kQ8GroupCorr);
+  int32_t c;
+  std::memcpy(&c, rec + kQ8GroupCorr + 4 * L, 4);
   if constexpr (kVnni) {
     // Two independent chains: integer sums are exact in any order.
-    __m512i s[2] = {corr, _mm512_setzero_si512()};
+    __m512i s[2] = {_mm512_set1_epi32(c), _mm512_setzero_si512()};
 #pragma GCC unroll 8
-    for (int i = 0; i < 8; ++i) s[i % 2] = _mm512_dpbusd_epi32(s[i % 2], g.w[i], a(i));
+    for (int i = 0; i < 8; ++i) s[i % 2] = _mm512_dpbusd_epi32(s[i % 2], g.w[i], bc(i));
     return _mm512_add_epi32(s[0], s[1]);
   } else if constexpr (kQ4) {
-    // |pair| <= 2 * 15 * 127, so eight of them still fit int16.
-    __m512i s16 = _mm512_maddubs_epi16(g.w[0], a(0));
+    // |pair| <= 2 * 15 * 128, so eight of them still fit int16.
+    __m512i s16 = _mm512_maddubs_epi16(g.w[0], bc(0));
 #pragma GCC unroll 8
-    for (int i = 1; i < 8; ++i) s16 = _mm512_add_epi16(s16, _mm512_maddubs_epi16(g.w[i], a(i)));
-    return _mm512_add_epi32(_mm512_madd_epi16(s16, _mm512_set1_epi16(1)), corr);
+    for (int i = 1; i < 8; ++i) s16 = _mm512_add_epi16(s16, _mm512_maddubs_epi16(g.w[i], bc(i)));
+    return _mm512_add_epi32(_mm512_madd_epi16(s16, _mm512_set1_epi16(1)), _mm512_set1_epi32(c));
   } else {
     __m512i s = _mm512_setzero_si512();
 #pragma GCC unroll 8
     for (int i = 0; i < 8; ++i) {
-      const __m512i sa = _mm512_mask_sub_epi8(a(i), g.neg[i], _mm512_setzero_si512(), a(i));
+      const __m512i ai = bc(i);
+      const __m512i sa = _mm512_mask_sub_epi8(ai, g.neg[i], _mm512_setzero_si512(), ai);
       s = _mm512_add_epi32(
           s, _mm512_madd_epi16(_mm512_maddubs_epi16(g.w[i], sa), _mm512_set1_epi16(1)));
     }
@@ -153,72 +158,126 @@ template <bool kQ4, bool kVnni>
   }
 }
 
-// The blocks after the last full group of 16 (always in ggml's layout): copied
-// into a zero-padded group whose missing lanes are masked out of acc.
+// Accumulators and token rows in locals: through the caller's pointers GCC
+// stored every accumulator and reloaded every row pointer per block.
+template <int T>
+struct Tile {
+  __m512 acc[T];
+  const uint8_t* arows[T];
+  Tile(const uint8_t* const* a, const __m512* in) {
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      acc[t] = in[t];
+      arows[t] = a[t];
+    }
+  }
+  void store(__m512* out) const {
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) out[t] = acc[t];
+  }
+};
+
 template <bool kQ4, bool kVnni, int T>
-[[gnu::always_inline]] inline void tail_group(const uint8_t* row, int64_t nb,
-                                              const uint8_t* const* arows, __m512* acc) {
-  constexpr size_t kBytes = kQ4 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0);
-  const int64_t full = nb / 16;
-  const int rest = static_cast<int>(nb - full * 16);
-  if (rest == 0) return;
-  alignas(64) uint8_t buf[16 * kBytes];
-  std::memset(buf, 0, sizeof(buf));
-  std::memcpy(buf, row + static_cast<size_t>(full) * 16 * kBytes,
-              static_cast<size_t>(rest) * kBytes);
-  Group g;
-  load_group<kQ4, kVnni>(buf, g);
-  const __mmask16 live = static_cast<__mmask16>((1u << rest) - 1u);
+[[gnu::always_inline]] inline void block_tokens(const Group& g, const uint8_t* const* arows,
+                                                int64_t b, __m512* acc) {
+  const size_t rec_off = static_cast<size_t>(b / 16) * kQ8GroupBytes;
+  const int L = static_cast<int>(b % 16);
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) {
-    const uint8_t* rec = arows[t] + static_cast<size_t>(full) * kQ8GroupBytes;
-    const __m512i p = group_dot<kQ4, kVnni>(g, rec);
-    const __m512 s = _mm512_mul_ps(g.dw, _mm512_load_ps(rec + kQ8GroupD));
-    acc[t] = _mm512_mask3_fmadd_ps(_mm512_cvtepi32_ps(p), s, acc[t], live);
+    const uint8_t* rec = arows[t] + rec_off;
+    const __m512i p = block_dot<kQ4, kVnni>(g, rec, L);
+    float da;
+    std::memcpy(&da, rec + kQ8GroupD + 4 * L, 4);
+    acc[t] =
+        _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(g.dw, _mm512_set1_ps(da)), acc[t]);
   }
 }
 
+// One 16-row tile x T tokens over all nb blocks; acc[t] lane L = row L.
 template <bool kQ4, bool kVnni, int T>
-void row_tile(const uint8_t* row, int64_t nb, const uint8_t* const* arows, float* out) {
-  constexpr size_t kBytes = kQ4 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0);
-  __m512 acc[T];
-#pragma GCC unroll 8
-  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
-  const int64_t full = nb / 16;
-  Group g;
-  for (int64_t gi = 0; gi < full; ++gi) {
-    if constexpr (T > 1) {
-      // With several tokens a group takes long enough to compute that the
-      // hardware prefetcher falls behind; one token streams faster without
-      // the hint (kernel-bench, 512 MiB: T=8 7.0 -> 10.5 GB/s, T=1 26 -> 22).
-      const uint8_t* ahead = row + static_cast<size_t>(gi + kPrefetchGroups) * 16 * kBytes;
-#pragma GCC unroll 8
-      for (size_t off = 0; off < 16 * kBytes; off += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(ahead + off), _MM_HINT_T0);
+[[gnu::noinline]] void rows_tile(const uint8_t* const* rows, int64_t nb,
+                                 const uint8_t* const* arows, __m512* acc) {
+  Tile<T> tile(arows, acc);
+  for (int64_t b = 0; b < nb; ++b) {
+    Group g;
+    load_rows<kQ4, kVnni>(rows, b, g);
+    block_tokens<kQ4, kVnni, T>(g, tile.arows, b, tile.acc);
+  }
+  tile.store(acc);
+}
+
+// The same from a packed16 panel; the prefetch stays below pf_end.
+template <bool kQ4, bool kVnni, int T>
+[[gnu::noinline]] void panel_tile(const uint8_t* panel, int64_t nb, const uint8_t* pf_end,
+                                  const uint8_t* const* arows, __m512* acc) {
+  constexpr size_t kBlock = kTileRows * (kQ4 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0));
+  Tile<T> tile(arows, acc);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = panel + static_cast<size_t>(b) * kBlock;
+    const uint8_t* ahead = blk + kPrefetchBlocks * kBlock;
+    if (ahead + kBlock <= pf_end) {
+#pragma GCC unroll 16
+      for (size_t o = 0; o < kBlock; o += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + o), T == 1 ? _MM_HINT_NTA : _MM_HINT_T0);
     }
-    load_group<kQ4, kVnni>(row + static_cast<size_t>(gi) * 16 * kBytes, g);
-#pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) {
-      const uint8_t* rec = arows[t] + static_cast<size_t>(gi) * kQ8GroupBytes;
-      const __m512i p = group_dot<kQ4, kVnni>(g, rec);
-      const __m512 s = _mm512_mul_ps(g.dw, _mm512_load_ps(rec + kQ8GroupD));
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), s, acc[t]);
+    Group g;
+    load_panel<kQ4, kVnni>(blk, g);
+    block_tokens<kQ4, kVnni, T>(g, tile.arows, b, tile.acc);
+  }
+  tile.store(acc);
+}
+
+template <int T, class F>
+[[gnu::always_inline]] inline void with_tokens(int n, F f) {
+  if constexpr (T < kMaxTokens) {
+    if (n > T) return with_tokens<T + 1>(n, f);
+  }
+  f(std::integral_constant<int, T>{});
+}
+
+// Rows [r0, r1) in 16-row tiles, up to kMaxTokens tokens per pass. kPanel:
+// w holds packed16 panels (r0 is a multiple of 16; a short last tile is the
+// matrix's ggml-layout tail).
+template <bool kQ4, bool kVnni, bool kPanel>
+void matmul_tiles(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
+                  int64_t r0, int64_t r1) {
+  const int64_t nb = acts.k / 32;
+  const uint8_t* pf_end =
+      w + static_cast<size_t>(r0 + (r1 - r0) / kTileRows * kTileRows) * w_row_bytes;
+  for (int64_t r = r0; r < r1; r += kTileRows) {
+    const int64_t live = std::min(kTileRows, r1 - r);
+    const uint8_t* rows[kTileRows];
+    for (int64_t L = 0; L < kTileRows; ++L)
+      rows[L] = w + static_cast<size_t>(r + std::min(L, live - 1)) * w_row_bytes;
+    const __mmask16 keep = static_cast<__mmask16>((1u << live) - 1u);
+    for (int t0 = 0; t0 < acts.n_tokens; t0 += kMaxTokens) {
+      const int nt = std::min(acts.n_tokens - t0, kMaxTokens);
+      const uint8_t* arows[kMaxTokens];
+      for (int t = 0; t < nt; ++t) arows[t] = acts.row(t0 + t);
+      __m512 acc[kMaxTokens];
+      for (auto& a : acc) a = _mm512_setzero_ps();
+      with_tokens<1>(nt, [&](auto T) {
+        constexpr int kT = decltype(T)::value;
+        if (kPanel && live == kTileRows)
+          panel_tile<kQ4, kVnni, kT>(rows[0], nb, pf_end, arows, acc);
+        else
+          rows_tile<kQ4, kVnni, kT>(rows, nb, arows, acc);
+      });
+      for (int t = 0; t < nt; ++t) _mm512_mask_storeu_ps(y + (t0 + t) * ldy + r, keep, acc[t]);
     }
   }
-  tail_group<kQ4, kVnni, T>(row, nb, arows, acc);
-#pragma GCC unroll 8
-  for (int t = 0; t < T; ++t) out[t] = reduce16_zmm(acc[t]);
 }
 
 template <bool kQ4, bool kVnni>
 void matmul(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
             int64_t r0, int64_t r1) {
-  const int64_t nb = acts.k / 32;
-  drive_tiles<kMaxTokens, uint8_t>(
-      w, w_row_bytes, acts, y, ldy, r0, r1,
-      [&](auto T, const uint8_t* row, const uint8_t* const* rows, float* out) {
-        row_tile<kQ4, kVnni, decltype(T)::value>(row, nb, rows, out);
-      });
+  matmul_tiles<kQ4, kVnni, false>(w, w_row_bytes, acts, y, ldy, r0, r1);
+}
+
+template <bool kQ4, bool kVnni>
+void matmul_packed(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
+                   int64_t r0, int64_t r1) {
+  matmul_tiles<kQ4, kVnni, true>(w, w_row_bytes, acts, y, ldy, r0, r1);
 }
 
 }  // namespace

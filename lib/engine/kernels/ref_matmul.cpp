@@ -2,8 +2,10 @@
 // reproduces bit for bit (and the oracle of the kernel tests).
 //
 // Q4_0 / Q8_0 (blocks of 32): block b's dot product P = sum w * a is an exact
-//   integer; with s = fp32(d_w) * d_a it accumulates into stripe b % 16:
-//   acc[b % 16] = fma(P, s, acc[b % 16]).
+//   integer; with s = fp32(d_w) * d_a the blocks accumulate in order into one
+//   sum per row: acc = fma(P, s, acc), y = acc. One chain per row is what
+//   lets the SIMD kernels put 16 rows in the lanes of a vector and broadcast
+//   the activations, so that 8 tokens fit one pass over the weights.
 // Q4_K (super-blocks of 256, sub-blocks of 32): sub-block j of super-block b
 //   is lane L = 8 * (b % 2) + j; P = sum q * a over the sub-block is exact,
 //   and so are ws = fp32(d_w) * sc_j and wm = fp32(dmin_w) * m_j (11-bit
@@ -38,7 +40,7 @@ void matmul_qx_0(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* 
                  int64_t r0, int64_t r1) {
   const int64_t nb = acts.k / 32;
   for_rows_tokens(w, w_row_bytes, acts, y, ldy, r0, r1, [&](const uint8_t* row, const uint8_t* a) {
-    float acc[16] = {};
+    float acc = 0.0f;
     for (int64_t b = 0; b < nb; ++b) {
       const int L = static_cast<int>(b % 16);
       const uint8_t* rec = a + static_cast<size_t>(b / 16) * kQ8GroupBytes;
@@ -60,9 +62,9 @@ void matmul_qx_0(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* 
       }
       int sum = 0;
       for (int e = 0; e < 32; ++e) sum += wq[e] * qa[q8_group_pos(L, e)];
-      acc[L] = std::fma(static_cast<float>(sum), dw * da, acc[L]);
+      acc = std::fma(static_cast<float>(sum), dw * da, acc);
     }
-    return reduce16(acc);
+    return acc;
   });
 }
 
