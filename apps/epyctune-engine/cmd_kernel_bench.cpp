@@ -248,7 +248,7 @@ int run_bench(const BenchOptions& o) {
           k::Acts acts;
           k::prepare_acts(t, x.data(), nt, cols, acts);
           auto pass = [&](int i) {
-            // Split at 16-row panels (packed Q4_0 / Q8_0 need it).
+            // Split at 16-row panels (packed matrices need it).
             const int64_t panels = (rows + 15) / 16;
             const int64_t r0 = std::min(rows, panels * i / o.threads * 16);
             const int64_t r1 = std::min(rows, panels * (i + 1) / o.threads * 16);

@@ -227,7 +227,7 @@ constexpr int q8_group_pos(int L, int e) {
   return 64 * (e / 4) + 4 * L + (e % 4);
 }
 
-// Packed weights (WeightLayout::packed16) for Q4_0 / Q8_0: every full panel
+// Packed weights (WeightLayout::packed16) for Q4_0 / Q8_0 (Q4_K below): every full panel
 // of 16 rows (rows 16p .. 16p + 15) is stored block-major, as the SIMD
 // kernels consume it: lane L of a vector is row L, so a block of 16 rows is a
 // handful of plain loads and the activations can be broadcast. The panel
@@ -243,19 +243,13 @@ constexpr int q8_group_pos(int L, int e) {
 constexpr int64_t kPanelRows = 16;
 constexpr size_t kPackD = 32;
 
-// Packed Q4_K rows stay row by row: a pair of super-blocks (16 lanes: lane L = sub-block L % 8 of
-// super-block L / 8, as in its activation records below) into the pair's
-// 288 bytes, and a row's odd last super-block (8 lanes) into its 144, with
-// n = 16 or 8 lanes:
-//   [0, n)         byte L: low nibble = the low 4 bits of lane L's 6-bit
-//                  scale, high nibble = those of its min;
-//   [n, 5n/4)      the scales' top 2 bits, lane L at bits 2L..2L+1;
-//   [5n/4, 3n/2)   the mins' top 2 bits, likewise;
-//   [3n/2, 2n)     fp16 d, dmin of each super-block;
-//   [2n, 18n)      4 chunks of 4n bytes: chunk i, lane L, byte b: low nibble
-//                  = element 4i + b of lane L's sub-block, high nibble =
-//                  element 16 + 4i + b (a mask and a shift give activation
-//                  rows i and i + 4).
+// Q4_K packs the same 16-row panels, a super-block at a time (16 x 144
+// bytes at 2304 x b): vector q (64 bytes) lane L = dword q of row L's block,
+// for q = 0..35: [0, 64) d | dmin << 16; [64, 256) the 12 packed 6-bit scale
+// and min bytes; [256, 2304) the quants, chunk c (32 bytes: sub-blocks 2c in
+// the low nibbles, 2c + 1 in the high) as vectors 8c .. 8c + 7.
+constexpr size_t kQ4KPanelScales = 64;
+constexpr size_t kQ4KPanelQs = 256;
 
 // For Q4_K weights, super-blocks go in pairs (2m, 2m+1; an odd count is padded
 // with a zero super-block) and lane L (0..15) is sub-block L % 8 of super-block

@@ -175,8 +175,8 @@ detail::MatmulFn pick(const MatmulTable& t, GgmlType wtype, WeightLayout layout)
   return nullptr;
 }
 
-// Packed rows on an ISA without a packed kernel: unpack 16 rows (a Q4_0 /
-// Q8_0 panel) at a time into a scratch copy and run the ggml-layout kernel on
+// Packed rows on an ISA without a packed kernel: unpack 16 rows (a panel)
+// at a time into a scratch copy and run the ggml-layout kernel on
 // it.
 void matmul_unpacking(detail::MatmulFn fn, GgmlType wtype, const uint8_t* w, size_t row_bytes,
                       const Acts& acts, float* y, int64_t ldy, int64_t r0, int64_t r1) {
@@ -213,9 +213,8 @@ void matmul_rows(GgmlType wtype, WeightLayout layout, const void* w, size_t w_ro
                                 " has no packed16 layout");
   }
   if (r1 <= r0 || acts.n_tokens == 0) return;
-  if (layout == WeightLayout::packed16 && (wtype == GgmlType::Q4_0 || wtype == GgmlType::Q8_0) &&
-      r0 % detail::kPanelRows != 0) {
-    throw std::invalid_argument("matmul_rows: packed16 Q4_0/Q8_0 rows are 16-row panels; row " +
+  if (layout == WeightLayout::packed16 && r0 % detail::kPanelRows != 0) {
+    throw std::invalid_argument("matmul_rows: packed16 rows are 16-row panels; row " +
                                 std::to_string(r0) + " does not start one");
   }
   const MatmulTable& t = tables().t[static_cast<int>(active_isa())];

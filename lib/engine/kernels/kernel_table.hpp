@@ -2,7 +2,7 @@
 // picks one at run time. Every entry must produce bytes identical to the
 // scalar reference (ref_matmul.cpp), which defines the canonical order:
 //   - integer dot products of a block (or 4-element groups of it) are exact;
-//   - Q4_0 / Q8_0: one fma chain per row over its blocks, in order;
+//   - Q4_0 / Q8_0 / Q4_K: one fma chain per row over its blocks, in order;
 //   - the other types: float partials accumulate with fma into 16 stripes,
 //     which reduce with reduce16() from blocks.hpp.
 #pragma once

@@ -74,7 +74,7 @@ void matmul_rows(GgmlType wtype, const void* w, size_t w_row_bytes, const Acts& 
 // Weight rows as ggml stores them, or repacked once at load into the layout
 // the SIMD kernels consume (blocks.hpp: packed16), which spares every matmul a
 // gather and a transpose per 16 blocks. Results are bit-identical either way.
-// Packed Q4_0 / Q8_0 interleave panels of 16 rows: pack a matrix (or pieces
+// Packed matrices interleave panels of 16 rows: pack a matrix (or pieces
 // of it that start at a multiple of 16 rows), and read row ranges [r0, r1)
 // with r0 a multiple of 16 and r1 one too or the matrix's last row
 // (matmul_rows throws for a misaligned r0).

@@ -1,123 +1,208 @@
-// AVX-512 Q4_K matmul, included by q4_k_avx512.cpp (vpmaddubsw) and
-// q4_k_avx512vnni.cpp (vpdpbusd). Two super-blocks are transposed so that
-// int32 lane L holds sub-block L % 8 of super-block L / 8 whole: 8 u8 x s8
-// dot-product instructions per 512 weights and token, then one fma by the
-// lane's scale and one by its min. Lanes are the scalar reference's
-// stripes (ref_matmul.cpp). Up to 8 tokens per pass over the weights.
+// AVX-512 Q4_K matmul, included by k_quants_avx512.cpp (vpmaddubsw) and
+// k_quants_avx512vnni.cpp (vpdpbusd) for ggml rows, and by packed_avx512*.cpp
+// for packed16 panels (blocks.hpp). As for Q4_0 (qx_0_avx512_impl.hpp), lane
+// L of every vector is row L of a 16-row tile: a sub-block of 16 rows is 8
+// weight vectors, a token's activation dword is broadcast to all rows, then
+// one fma by the rows' scales and one by their mins; each lane's chain over
+// the sub-blocks is the scalar reference's per-row sum. Up to 8 tokens share
+// one pass over the weights. ggml rows are first transposed into the panel
+// layout, one super-block at a time, in a buffer that stays in L1.
 #pragma once
 
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cstring>
+
 #include "engine/kernels/blocks.hpp"
 #include "engine/kernels/kernel_table.hpp"
-#include "engine/kernels/reduce_avx512.hpp"
-#include "engine/kernels/tile_driver.hpp"
+#include "engine/kernels/tiles16_avx512.hpp"
 
 namespace epyctune::engine::kernels::detail::avx512q4k {
 // Internal linkage: this header is compiled into TUs with different ISA
 // flags, and one TU must never call another TU's copy.
 namespace {
 
-constexpr int kMaxTokens = 8;
+using tiles16::kMaxTokens;
+using tiles16::kTileRows;
+using tiles16::Tile;
+using tiles16::with_tokens;
 
-struct Pair {
-  __m512i w[8];   // row i, lane L: nibbles 4i..4i+3 of lane L's sub-block
-  __m512 ws, wm;  // per-lane fp32(d) * scale, fp32(dmin) * min (exact)
-};
+constexpr size_t kPanelBlock = kTileRows * sizeof(BlockQ4_K);  // 2304
+// Panel super-blocks the software prefetch runs ahead: 2 threads, 1 GiB
+// from DRAM, one token 1 (47.4 GB/s; 2: 45.8), 8 tokens 2 (32.8; 1: 29.7).
+template <int T>
+constexpr int64_t kPrefetchBlocks = T == 1 ? 1 : 2;
 
-[[gnu::always_inline]] inline void load_pair(const BlockQ4_K& b0, const BlockQ4_K& b1, Pair& p) {
-  // Dwords of the 4 chunks (32 qs bytes each) of both super-blocks.
-  const __m512i y0 = _mm512_loadu_si512(b0.qs), y1 = _mm512_loadu_si512(b0.qs + 64);
-  const __m512i y2 = _mm512_loadu_si512(b1.qs), y3 = _mm512_loadu_si512(b1.qs + 64);
-  // e[h]: position 4i' + c = dword (4h + i') of chunk c.
-  const __m512i ie0 = _mm512_setr_epi32(0, 8, 16, 24, 1, 9, 17, 25, 2, 10, 18, 26, 3, 11, 19, 27);
-  const __m512i ie1 = _mm512_add_epi32(ie0, _mm512_set1_epi32(4));
-  const __m512i e[2] = {_mm512_permutex2var_epi32(y0, ie0, y1),
-                        _mm512_permutex2var_epi32(y0, ie1, y1)};
-  const __m512i f[2] = {_mm512_permutex2var_epi32(y2, ie0, y3),
-                        _mm512_permutex2var_epi32(y2, ie1, y3)};
-  // o (rows i, i+1): [b0 chunks 0..3, b1 chunks 0..3] of dword i, then of i+1.
-  const __m512i io0 = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
-  const __m512i io1 = _mm512_add_epi32(io0, _mm512_set1_epi32(8));
-  const __m512i ix0 = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
-  const __m512i ix1 = _mm512_add_epi32(ix0, _mm512_set1_epi32(8));
-  const __m512i shift = _mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4);
-  const __m512i m4 = _mm512_set1_epi8(0x0F);
+// Super-block b of 16 ggml rows, written in the panel layout.
+[[gnu::always_inline]] inline void rows_to_panel(const uint8_t* const* rows, int64_t b,
+                                                 uint8_t* out) {
+  const size_t off = static_cast<size_t>(b) * sizeof(BlockQ4_K);
+  _mm512_store_si512(out, tiles16::gather16(rows, off));  // d | dmin << 16
+  __m512i z[4];
+  tiles16::transpose16x4(rows, off + 4, z);  // the 12 scale bytes (+ 4 quant bytes)
+#pragma GCC unroll 3
+  for (int v = 0; v < 3; ++v) _mm512_store_si512(out + kQ4KPanelScales + 64 * v, z[v]);
+#pragma GCC unroll 8
+  for (int h = 0; h < 8; ++h) {  // 16 quant bytes at a time: chunk h / 2, dwords 4 (h % 2) ..
+    tiles16::transpose16x4(rows, off + 16 + 16 * static_cast<size_t>(h), z);
 #pragma GCC unroll 4
-  for (int k = 0; k < 4; ++k) {
-    const __m512i o = _mm512_permutex2var_epi32(e[k / 2], k % 2 ? io1 : io0, f[k / 2]);
-    p.w[2 * k] = _mm512_and_si512(_mm512_srlv_epi32(_mm512_permutexvar_epi32(ix0, o), shift), m4);
-    p.w[2 * k + 1] =
-        _mm512_and_si512(_mm512_srlv_epi32(_mm512_permutexvar_epi32(ix1, o), shift), m4);
+    for (int i = 0; i < 4; ++i) _mm512_store_si512(out + kQ4KPanelQs + 64 * (4 * h + i), z[i]);
   }
-  uint64_t sc[2], mn[2];
-  q4k_unpack_scales(b0.scales, sc[0], mn[0]);
-  q4k_unpack_scales(b1.scales, sc[1], mn[1]);
-  const __m512 dw = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(_cvtsh_ss(b0.d)),
-                                         _mm512_set1_ps(_cvtsh_ss(b1.d)));
-  const __m512 dmin = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(_cvtsh_ss(b0.dmin)),
-                                           _mm512_set1_ps(_cvtsh_ss(b1.dmin)));
-  p.ws = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_set_epi64x(
-                           static_cast<int64_t>(sc[1]), static_cast<int64_t>(sc[0])))),
-                       dw);
-  p.wm = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_set_epi64x(
-                           static_cast<int64_t>(mn[1]), static_cast<int64_t>(mn[0])))),
-                       dmin);
 }
 
+// Exact int32 dot products of the rows' sub-block (w) with one token's.
 template <bool kVnni>
-[[gnu::always_inline]] inline __m512i pair_dot(const Pair& p, const uint8_t* rec) {
-  auto a = [&](int i) { return _mm512_load_si512(rec + 64 * i); };
+[[gnu::always_inline]] inline __m512i sub_dot(const __m512i* w, const uint8_t* a) {
+  auto bc = [&](int i) {
+    int32_t v;
+    std::memcpy(&v, a + 64 * i, 4);
+    return _mm512_set1_epi32(v);
+  };
   if constexpr (kVnni) {
     __m512i s[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
 #pragma GCC unroll 8
-    for (int i = 0; i < 8; ++i) s[i % 2] = _mm512_dpbusd_epi32(s[i % 2], p.w[i], a(i));
+    for (int i = 0; i < 8; ++i) s[i % 2] = _mm512_dpbusd_epi32(s[i % 2], w[i], bc(i));
     return _mm512_add_epi32(s[0], s[1]);
   } else {
-    // |pair| <= 2 * 15 * 127, so eight of them still fit int16.
-    __m512i s16 = _mm512_maddubs_epi16(p.w[0], a(0));
+    // |pair| <= 2 * 15 * 128, so eight of them still fit int16.
+    __m512i s16 = _mm512_maddubs_epi16(w[0], bc(0));
 #pragma GCC unroll 8
-    for (int i = 1; i < 8; ++i) s16 = _mm512_add_epi16(s16, _mm512_maddubs_epi16(p.w[i], a(i)));
+    for (int i = 1; i < 8; ++i) s16 = _mm512_add_epi16(s16, _mm512_maddubs_epi16(w[i], bc(i)));
     return _mm512_madd_epi16(s16, _mm512_set1_epi16(1));
   }
 }
 
+// Super-block b (panel layout at p) x T tokens into acc.
+// ahead (or null): a panel block to prefetch, an eighth per sub-block so that
+// the requests spread out (36 in a burst streamed slower).
 template <bool kVnni, int T>
-void row_tile(const uint8_t* row, int64_t nsb, const uint8_t* const* arows, float* out) {
-  static const BlockQ4_K kZero{};
-  const auto* blk = reinterpret_cast<const BlockQ4_K*>(row);
-  __m512 acc[T];
+[[gnu::always_inline]] inline void super_block(const uint8_t* p, int64_t b,
+                                               const uint8_t* const* arows, __m512* acc,
+                                               const uint8_t* ahead) {
+  const __m512i dd = _mm512_loadu_si512(p);
+  const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
+  const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+  const __m512i v0 = _mm512_loadu_si512(p + kQ4KPanelScales);
+  const __m512i v1 = _mm512_loadu_si512(p + kQ4KPanelScales + 64);
+  const __m512i v2 = _mm512_loadu_si512(p + kQ4KPanelScales + 128);
+  const __m512i m63 = _mm512_set1_epi32(63), m15 = _mm512_set1_epi32(15), m3 = _mm512_set1_epi32(3),
+                m4 = _mm512_set1_epi8(0x0F);
+  const size_t rec_off = static_cast<size_t>(b / 2) * kQ4KPairBytes;
+#pragma GCC unroll 1
+  for (int j = 0; j < 8; ++j) {
+    if (ahead != nullptr) {
+      for (size_t o = 64 * (static_cast<size_t>(j) * 36 / 8); o < 64 * ((j + 1) * 36u / 8); o += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + o), T == 1 ? _MM_HINT_NTA : _MM_HINT_T0);
+    }
+    // Sub-block j's 6-bit scale and min per row (q4k_scale_min on dwords).
+    __m512i sc, mn;
+    if (j < 4) {
+      const __m128i s = _mm_cvtsi32_si128(8 * j);
+      sc = _mm512_and_si512(_mm512_srl_epi32(v0, s), m63);
+      mn = _mm512_and_si512(_mm512_srl_epi32(v1, s), m63);
+    } else {
+      const int jj = j - 4;
+      const __m128i s = _mm_cvtsi32_si128(8 * jj), s4 = _mm_cvtsi32_si128(8 * jj + 4),
+                    s6 = _mm_cvtsi32_si128(8 * jj + 6);
+      sc = _mm512_or_si512(_mm512_and_si512(_mm512_srl_epi32(v2, s), m15),
+                           _mm512_slli_epi32(_mm512_and_si512(_mm512_srl_epi32(v0, s6), m3), 4));
+      mn = _mm512_or_si512(_mm512_and_si512(_mm512_srl_epi32(v2, s4), m15),
+                           _mm512_slli_epi32(_mm512_and_si512(_mm512_srl_epi32(v1, s6), m3), 4));
+    }
+    const __m512 ws = _mm512_mul_ps(_mm512_cvtepi32_ps(sc), d);
+    const __m512 wm = _mm512_mul_ps(_mm512_cvtepi32_ps(mn), dmin);
+    // Chunk j / 2's nibbles: low for even j, high for odd.
+    const uint8_t* q = p + kQ4KPanelQs + 512 * static_cast<size_t>(j / 2);
+    __m512i w[8];
 #pragma GCC unroll 8
-  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
-  const int64_t np = (nsb + 1) / 2;
-  Pair p;
-  for (int64_t m = 0; m < np; ++m) {
-    const bool full = 2 * m + 1 < nsb;
-    load_pair(blk[2 * m], full ? blk[2 * m + 1] : kZero, p);
-    const __mmask16 live = full ? 0xFFFF : 0x00FF;
+    for (int i = 0; i < 8; ++i) {
+      const __m512i z = _mm512_loadu_si512(q + 64 * i);
+      w[i] = _mm512_and_si512(j % 2 ? _mm512_srli_epi16(z, 4) : z, m4);
+    }
+    const int L = static_cast<int>(8 * (b % 2)) + j;
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
-      const uint8_t* rec = arows[t] + static_cast<size_t>(m) * kQ4KPairBytes;
-      const __m512 dot = _mm512_cvtepi32_ps(pair_dot<kVnni>(p, rec));
-      const __m512 bs = _mm512_load_ps(rec + kQ4KPairBsum);
-      const __m512 da = _mm512_load_ps(rec + kQ4KPairD);
-      acc[t] = _mm512_mask3_fmadd_ps(dot, _mm512_mul_ps(p.ws, da), acc[t], live);
-      acc[t] = _mm512_mask3_fnmadd_ps(bs, _mm512_mul_ps(p.wm, da), acc[t], live);
+      const uint8_t* rec = arows[t] + rec_off;
+      float da, bs;
+      std::memcpy(&da, rec + kQ4KPairD + 4 * L, 4);
+      std::memcpy(&bs, rec + kQ4KPairBsum + 4 * L, 4);
+      const __m512 vda = _mm512_set1_ps(da);
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sub_dot<kVnni>(w, rec + 4 * L)),
+                               _mm512_mul_ps(ws, vda), acc[t]);
+      acc[t] = _mm512_fnmadd_ps(_mm512_set1_ps(bs), _mm512_mul_ps(wm, vda), acc[t]);
     }
   }
-#pragma GCC unroll 8
-  for (int t = 0; t < T; ++t) out[t] = reduce16_zmm(acc[t]);
+}
+
+template <bool kVnni, int T>
+[[gnu::noinline]] void rows_tile(const uint8_t* const* rows, int64_t nsb,
+                                 const uint8_t* const* arows, __m512* acc) {
+  Tile<T> tile(arows, acc);
+  alignas(64) uint8_t buf[kPanelBlock];
+  for (int64_t b = 0; b < nsb; ++b) {
+    rows_to_panel(rows, b, buf);
+    super_block<kVnni, T>(buf, b, tile.arows, tile.acc, nullptr);
+  }
+  tile.store(acc);
+}
+
+template <bool kVnni, int T>
+[[gnu::noinline]] void panel_tile(const uint8_t* panel, int64_t nsb, const uint8_t* pf_end,
+                                  const uint8_t* const* arows, __m512* acc) {
+  Tile<T> tile(arows, acc);
+  for (int64_t b = 0; b < nsb; ++b) {
+    const uint8_t* blk = panel + static_cast<size_t>(b) * kPanelBlock;
+    const uint8_t* ahead = blk + kPrefetchBlocks<T> * kPanelBlock;
+    super_block<kVnni, T>(blk, b, tile.arows, tile.acc,
+                          ahead + kPanelBlock <= pf_end ? ahead : nullptr);
+  }
+  tile.store(acc);
+}
+
+// Rows [r0, r1) in 16-row tiles, up to kMaxTokens tokens per pass. kPanel:
+// w holds packed16 panels (r0 is a multiple of 16; a short last tile is the
+// matrix's ggml-layout tail).
+template <bool kVnni, bool kPanel>
+void matmul_tiles(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
+                  int64_t r0, int64_t r1) {
+  const int64_t nsb = acts.k / 256;
+  const uint8_t* pf_end =
+      w + static_cast<size_t>(r0 + (r1 - r0) / kTileRows * kTileRows) * w_row_bytes;
+  for (int64_t r = r0; r < r1; r += kTileRows) {
+    const int64_t live = std::min(kTileRows, r1 - r);
+    const uint8_t* rows[kTileRows];
+    for (int64_t L = 0; L < kTileRows; ++L)
+      rows[L] = w + static_cast<size_t>(r + std::min(L, live - 1)) * w_row_bytes;
+    const __mmask16 keep = static_cast<__mmask16>((1u << live) - 1u);
+    for (int t0 = 0; t0 < acts.n_tokens; t0 += kMaxTokens) {
+      const int nt = std::min(acts.n_tokens - t0, kMaxTokens);
+      const uint8_t* arows[kMaxTokens];
+      for (int t = 0; t < nt; ++t) arows[t] = acts.row(t0 + t);
+      __m512 acc[kMaxTokens];
+      for (auto& a : acc) a = _mm512_setzero_ps();
+      with_tokens<1>(nt, [&](auto T) {
+        constexpr int kT = decltype(T)::value;
+        if (kPanel && live == kTileRows)
+          panel_tile<kVnni, kT>(rows[0], nsb, pf_end, arows, acc);
+        else
+          rows_tile<kVnni, kT>(rows, nsb, arows, acc);
+      });
+      for (int t = 0; t < nt; ++t) _mm512_mask_storeu_ps(y + (t0 + t) * ldy + r, keep, acc[t]);
+    }
+  }
 }
 
 template <bool kVnni>
 void matmul(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
             int64_t r0, int64_t r1) {
-  const int64_t nsb = acts.k / 256;
-  drive_tiles<kMaxTokens, uint8_t>(
-      w, w_row_bytes, acts, y, ldy, r0, r1,
-      [&](auto T, const uint8_t* row, const uint8_t* const* rows, float* out) {
-        row_tile<kVnni, decltype(T)::value>(row, nsb, rows, out);
-      });
+  matmul_tiles<kVnni, false>(w, w_row_bytes, acts, y, ldy, r0, r1);
+}
+
+template <bool kVnni>
+void matmul_packed(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
+                   int64_t r0, int64_t r1) {
+  matmul_tiles<kVnni, true>(w, w_row_bytes, acts, y, ldy, r0, r1);
 }
 
 }  // namespace

@@ -19,14 +19,20 @@
 
 #include "engine/kernels/blocks.hpp"
 #include "engine/kernels/kernel_table.hpp"
+#include "engine/kernels/tiles16_avx512.hpp"
 
 namespace epyctune::engine::kernels::detail::avx512 {
 // Internal linkage: this header is compiled into TUs with different ISA
 // flags, and one TU must never call another TU's copy.
 namespace {
 
-constexpr int kMaxTokens = 8;
-constexpr int64_t kTileRows = 16;
+using tiles16::gather16;
+using tiles16::kMaxTokens;
+using tiles16::kTileRows;
+using tiles16::Tile;
+using tiles16::transpose16x4;
+using tiles16::with_tokens;
+
 // Panel blocks the software prefetch runs ahead (Q4_0: 4.6 KiB). One thread,
 // 8 tokens, 512 MiB: 4 blocks 12.6 GB/s, 8 15.2, 16 16.6, 32 15.6. One token
 // takes non-temporal hints (2 threads, 1 GiB: T0 44.6 GB/s, none 48.0, NTA
@@ -62,49 +68,14 @@ template <bool kQ4, bool kVnni>
   }
 }
 
-// z[i] lane L = dword i of the 16 bytes at rows[L] + off (i = 0..3).
-[[gnu::always_inline]] inline void transpose16x4(const uint8_t* const* rows, size_t off,
-                                                 __m512i z[4]) {
-  __m512i p[4];
-#pragma GCC unroll 4
-  for (int j = 0; j < 4; ++j) {
-    auto ld = [&](int L) {
-      return _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[L] + off));
-    };
-    __m512i v = _mm512_zextsi128_si512(ld(j));
-    v = _mm512_inserti32x4(v, ld(j + 4), 1);
-    v = _mm512_inserti32x4(v, ld(j + 8), 2);
-    p[j] = _mm512_inserti32x4(v, ld(j + 12), 3);
-  }
-  // 128-bit lane c of p[j] holds row 4c + j; a 4x4 dword transpose per lane
-  // puts row 4c + j's dword i at dword 4c + j of z[i].
-  const __m512i t0 = _mm512_unpacklo_epi32(p[0], p[1]);
-  const __m512i t1 = _mm512_unpackhi_epi32(p[0], p[1]);
-  const __m512i t2 = _mm512_unpacklo_epi32(p[2], p[3]);
-  const __m512i t3 = _mm512_unpackhi_epi32(p[2], p[3]);
-  z[0] = _mm512_unpacklo_epi64(t0, t2);
-  z[1] = _mm512_unpackhi_epi64(t0, t2);
-  z[2] = _mm512_unpacklo_epi64(t1, t3);
-  z[3] = _mm512_unpackhi_epi64(t1, t3);
-}
-
 // Block b of 16 rows in ggml's layout (rows[L]: row L; a short tile repeats
 // a live row, whose lanes are never stored).
 template <bool kQ4, bool kVnni>
 [[gnu::always_inline]] inline void load_rows(const uint8_t* const* rows, int64_t b, Group& g) {
   constexpr size_t kBytes = kQ4 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0);
   const size_t off = static_cast<size_t>(b) * kBytes;
-  // The scales: a dword gather per row (its low half is d), from the rows'
-  // addresses.
-  __m512i addr[2];
-  addr[0] =
-      _mm512_add_epi64(_mm512_loadu_si512(rows), _mm512_set1_epi64(static_cast<long long>(off)));
-  addr[1] = _mm512_add_epi64(_mm512_loadu_si512(rows + 8),
-                             _mm512_set1_epi64(static_cast<long long>(off)));
-  const __m256i lo = _mm512_i64gather_epi32(addr[0], nullptr, 1);
-  const __m256i hi = _mm512_i64gather_epi32(addr[1], nullptr, 1);
-  const __m512i d32 = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-  g.dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d32));
+  // The scales: the low half of a dword per row.
+  g.dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(gather16(rows, off)));
   __m512i z[8];
   transpose16x4(rows, off + 2, z);
   if constexpr (!kQ4) transpose16x4(rows, off + 18, z + 4);
@@ -158,25 +129,6 @@ template <bool kQ4, bool kVnni>
   }
 }
 
-// Accumulators and token rows in locals: through the caller's pointers GCC
-// stored every accumulator and reloaded every row pointer per block.
-template <int T>
-struct Tile {
-  __m512 acc[T];
-  const uint8_t* arows[T];
-  Tile(const uint8_t* const* a, const __m512* in) {
-#pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) {
-      acc[t] = in[t];
-      arows[t] = a[t];
-    }
-  }
-  void store(__m512* out) const {
-#pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) out[t] = acc[t];
-  }
-};
-
 template <bool kQ4, bool kVnni, int T>
 [[gnu::always_inline]] inline void block_tokens(const Group& g, const uint8_t* const* arows,
                                                 int64_t b, __m512* acc) {
@@ -225,14 +177,6 @@ template <bool kQ4, bool kVnni, int T>
     block_tokens<kQ4, kVnni, T>(g, tile.arows, b, tile.acc);
   }
   tile.store(acc);
-}
-
-template <int T, class F>
-[[gnu::always_inline]] inline void with_tokens(int n, F f) {
-  if constexpr (T < kMaxTokens) {
-    if (n > T) return with_tokens<T + 1>(n, f);
-  }
-  f(std::integral_constant<int, T>{});
 }
 
 // Rows [r0, r1) in 16-row tiles, up to kMaxTokens tokens per pass. kPanel:

@@ -6,14 +6,13 @@
 //   sum per row: acc = fma(P, s, acc), y = acc. One chain per row is what
 //   lets the SIMD kernels put 16 rows in the lanes of a vector and broadcast
 //   the activations, so that 8 tokens fit one pass over the weights.
-// Q4_K (super-blocks of 256, sub-blocks of 32): sub-block j of super-block b
-//   is lane L = 8 * (b % 2) + j; P = sum q * a over the sub-block is exact,
-//   and so are ws = fp32(d_w) * sc_j and wm = fp32(dmin_w) * m_j (11-bit
-//   mantissa times 6 bits); acc[L] = fma(P, ws * d_a, acc[L]), then
-//   acc[L] = fma(-sum(a), wm * d_a, acc[L]); y = reduce16(acc). One stripe
-//   set for both terms and per-lane weight scales computed once per
-//   super-block: that is what lets the SIMD tiles hold two rows x four
-//   tokens of accumulators in registers.
+// Q4_K (super-blocks of 256, sub-blocks of 32): for sub-block j of
+//   super-block b, P = sum q * a over the sub-block is exact, and so are
+//   ws = fp32(d_w) * sc_j and wm = fp32(dmin_w) * m_j (11-bit mantissa times
+//   6 bits); the sub-blocks accumulate in order into one sum per row:
+//   acc = fma(P, ws * d_a, acc), then acc = fma(-sum(a), wm * d_a, acc);
+//   y = acc. As for Q4_0, one chain per row lets the SIMD kernels put 16 rows
+//   in the lanes and broadcast the activations.
 // Q6_K: wq_i = q_i * scale(sub-block of i) is an exact int16; lane
 //   l = (i % 32) / 2 collects I[l] = sum wq_i * a_i (exact);
 //   acc[l] = fma(I[l], fp32(d_w) * d_a, acc[l]); y = reduce16(acc).
@@ -89,7 +88,7 @@ void matmul_q4_K(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* 
                  int64_t r0, int64_t r1) {
   const int64_t nsb = acts.k / 256;
   for_rows_tokens(w, w_row_bytes, acts, y, ldy, r0, r1, [&](const uint8_t* row, const uint8_t* a) {
-    float acc[16] = {};
+    float acc = 0.0f;
     for (int64_t b = 0; b < nsb; ++b) {
       const uint8_t* rec = a + static_cast<size_t>(b / 2) * kQ4KPairBytes;
       const auto* qa = reinterpret_cast<const int8_t*>(rec);
@@ -108,11 +107,11 @@ void matmul_q4_K(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* 
         const float da = reinterpret_cast<const float*>(rec + kQ4KPairD)[L];
         const float bs = reinterpret_cast<const float*>(rec + kQ4KPairBsum)[L];
         const float ws = dw * static_cast<float>(sc), wm = dmin * static_cast<float>(m);
-        acc[L] = std::fma(static_cast<float>(p), ws * da, acc[L]);
-        acc[L] = std::fma(-bs, wm * da, acc[L]);
+        acc = std::fma(static_cast<float>(p), ws * da, acc);
+        acc = std::fma(-bs, wm * da, acc);
       }
     }
-    return reduce16(acc);
+    return acc;
   });
 }
 

@@ -200,7 +200,7 @@ CopyResult copy_weights(const gguf::File& f, LlamaWeights& w, const CopyOptions&
     const bool pack = opts.pack && matmul_only && kernels::packed_layout_pays(m.type);
     const uint8_t* src = m.data;
     uint8_t* dst = r.memory.data() + it.offset;
-    // Whole 16-row panels per piece: packed Q4_0 / Q8_0 interleave them.
+    // Whole 16-row panels per piece: packed matrices interleave them.
     const size_t step = std::max<size_t>(16, kExtent / m.row_bytes / 16 * 16) * m.row_bytes;
     for (size_t o = 0; o < m.bytes(); o += step)
       pieces.push_back({src + o, dst + o, std::min(step, m.bytes() - o), pack ? &m : nullptr});
