@@ -196,22 +196,6 @@ TEST_CASE("quantizers handle all-zero blocks and reject bad sizes") {
   CHECK_THROWS_AS(dequantize_row(GgmlType::Q4_K, q.data(), y.data(), 128), std::invalid_argument);
 }
 
-TEST_CASE("q4k_unpack_scales agrees with q4k_scale_min on every byte pattern position") {
-  std::mt19937 rng(3);
-  for (int iter = 0; iter < 1000; ++iter) {
-    uint8_t s[12];
-    for (auto& b : s) b = static_cast<uint8_t>(rng());
-    uint64_t sc, m;
-    q4k_unpack_scales(s, sc, m);
-    for (int j = 0; j < 8; ++j) {
-      uint8_t a, b;
-      q4k_scale_min(j, s, a, b);
-      REQUIRE(((sc >> (8 * j)) & 0xFF) == a);
-      REQUIRE(((m >> (8 * j)) & 0xFF) == b);
-    }
-  }
-}
-
 TEST_CASE("Q4_K min-max scales: valid blocks, close to ggml's searched scales") {
   std::mt19937 rng(7);
   std::normal_distribution<float> dist(0.0f, 1.0f);

@@ -158,35 +158,16 @@ inline void q4k_scale_min(int j, const uint8_t* q, uint8_t& sc, uint8_t& m) {
   }
 }
 
-// All 8 scales and 8 mins of a Q4_K block as bytes (sc[j] in byte j), the
-// same values as q4k_scale_min, computed on 32-bit words.
-inline void q4k_unpack_scales(const uint8_t* q, uint64_t& sc, uint64_t& m) {
-  uint32_t u0, u1, u2;
-  std::memcpy(&u0, q, 4);
-  std::memcpy(&u1, q + 4, 4);
-  std::memcpy(&u2, q + 8, 4);
-  const uint32_t sc_lo = u0 & 0x3f3f3f3fu;
-  const uint32_t m_lo = u1 & 0x3f3f3f3fu;
-  const uint32_t sc_hi = (u2 & 0x0f0f0f0fu) | (((u0 >> 6) & 0x03030303u) << 4);
-  const uint32_t m_hi = ((u2 >> 4) & 0x0f0f0f0fu) | (((u1 >> 6) & 0x03030303u) << 4);
-  sc = sc_lo | (static_cast<uint64_t>(sc_hi) << 32);
-  m = m_lo | (static_cast<uint64_t>(m_hi) << 32);
-}
-
 // ---------------------------------------------------------------------------
-// Canonical float reductions. Every ISA reduces its 16 (or 4) float stripes
-// with exactly this tree, so results are bit-identical across ISAs.
+// The canonical float reduction. Every ISA reduces its 16 float stripes
+// (Q6_K, F32/F16/BF16) with exactly this tree, so results are bit-identical
+// across ISAs.
 inline float reduce16(const float* a) {
   float h[8], q[4];
   for (int i = 0; i < 8; ++i) h[i] = a[i] + a[i + 8];
   for (int i = 0; i < 4; ++i) q[i] = h[i] + h[i + 4];
   const float r0 = q[0] + q[2];
   const float r1 = q[1] + q[3];
-  return r0 + r1;
-}
-inline float reduce4(const float* a) {
-  const float r0 = a[0] + a[2];
-  const float r1 = a[1] + a[3];
   return r0 + r1;
 }
 
