@@ -4,7 +4,8 @@
 // dword q of row L's block, as in the packed16 panels), then each sub-block
 // is 8 weight vectors against a token's broadcast activation dwords
 // (vpmaddubsw + vpmaddwd), one fma by the rows' scales and one by their
-// mins: each lane's chain is the scalar reference's per-row sum. Up to 4
+// mins, and the activations' scale once per super-block: each lane's chain
+// is the scalar reference's per-row sum. Up to 4
 // tokens per pass over the weights.
 #include <immintrin.h>
 
@@ -59,6 +60,8 @@ void rows_tile(const uint8_t* const* rows, int64_t nsb, const uint8_t* const* ar
     const __m256 d = half_to_float(v[0]);
     const __m256 dmin = half_to_float(_mm256_srli_epi32(v[0], 16));
     const size_t rec_off = static_cast<size_t>(b / 2) * kQ4KPairBytes;
+    __m256 sb[T];
+    for (auto& x : sb) x = _mm256_setzero_ps();
     for (int j = 0; j < 8; ++j) {
       __m256i sc, mn;
       if (j < 4) {
@@ -96,14 +99,16 @@ void rows_tile(const uint8_t* const* rows, int64_t nsb, const uint8_t* const* ar
         __m256i s16 = _mm256_maddubs_epi16(w[0], bc(0));
 #pragma GCC unroll 8
         for (int i = 1; i < 8; ++i) s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(w[i], bc(i)));
-        float da, bs;
-        std::memcpy(&da, rec + kQ4KPairD + 4 * L, 4);
+        float bs;
         std::memcpy(&bs, rec + kQ4KPairBsum + 4 * L, 4);
-        const __m256 vda = _mm256_set1_ps(da);
-        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(s16, ones)),
-                                 _mm256_mul_ps(ws, vda), acc[t]);
-        acc[t] = _mm256_fnmadd_ps(_mm256_set1_ps(bs), _mm256_mul_ps(wm, vda), acc[t]);
+        sb[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(s16, ones)), ws, sb[t]);
+        sb[t] = _mm256_fnmadd_ps(_mm256_set1_ps(bs), wm, sb[t]);
       }
+    }
+    for (int t = 0; t < T; ++t) {
+      float da;
+      std::memcpy(&da, arows[t] + rec_off + kQ4KPairD + 4 * (8 * (b % 2)), 4);
+      acc[t] = _mm256_fmadd_ps(sb[t], _mm256_set1_ps(da), acc[t]);
     }
   }
 }

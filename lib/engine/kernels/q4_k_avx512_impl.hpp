@@ -73,7 +73,9 @@ template <bool kVnni>
   }
 }
 
-// Super-block b (panel layout at p) x T tokens into acc.
+// Super-block b (panel layout at p) x T tokens into acc: the sub-blocks sum
+// without the activations' scale, which is the super-block's, and that goes
+// in once (16 fma per token instead of 16 fma and 16 multiplies).
 // ahead (or null): a panel block to prefetch, an eighth per sub-block so that
 // the requests spread out (36 in a burst streamed slower).
 template <bool kVnni, int T>
@@ -89,6 +91,9 @@ template <bool kVnni, int T>
   const __m512i m63 = _mm512_set1_epi32(63), m15 = _mm512_set1_epi32(15), m3 = _mm512_set1_epi32(3),
                 m4 = _mm512_set1_epi8(0x0F);
   const size_t rec_off = static_cast<size_t>(b / 2) * kQ4KPairBytes;
+  __m512 sb[T];
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) sb[t] = _mm512_setzero_ps();
 #pragma GCC unroll 1
   for (int j = 0; j < 8; ++j) {
     if (ahead != nullptr) {
@@ -124,14 +129,18 @@ template <bool kVnni, int T>
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       const uint8_t* rec = arows[t] + rec_off;
-      float da, bs;
-      std::memcpy(&da, rec + kQ4KPairD + 4 * L, 4);
+      float bs;
       std::memcpy(&bs, rec + kQ4KPairBsum + 4 * L, 4);
-      const __m512 vda = _mm512_set1_ps(da);
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sub_dot<kVnni>(w, rec + 4 * L)),
-                               _mm512_mul_ps(ws, vda), acc[t]);
-      acc[t] = _mm512_fnmadd_ps(_mm512_set1_ps(bs), _mm512_mul_ps(wm, vda), acc[t]);
+      sb[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sub_dot<kVnni>(w, rec + 4 * L)), ws, sb[t]);
+      sb[t] = _mm512_fnmadd_ps(_mm512_set1_ps(bs), wm, sb[t]);
     }
+  }
+  const int L0 = static_cast<int>(8 * (b % 2));
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) {
+    float da;
+    std::memcpy(&da, arows[t] + rec_off + kQ4KPairD + 4 * L0, 4);
+    acc[t] = _mm512_fmadd_ps(sb[t], _mm512_set1_ps(da), acc[t]);
   }
 }
 

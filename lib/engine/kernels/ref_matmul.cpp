@@ -9,10 +9,11 @@
 // Q4_K (super-blocks of 256, sub-blocks of 32): for sub-block j of
 //   super-block b, P = sum q * a over the sub-block is exact, and so are
 //   ws = fp32(d_w) * sc_j and wm = fp32(dmin_w) * m_j (11-bit mantissa times
-//   6 bits); the sub-blocks accumulate in order into one sum per row:
-//   acc = fma(P, ws * d_a, acc), then acc = fma(-sum(a), wm * d_a, acc);
-//   y = acc. As for Q4_0, one chain per row lets the SIMD kernels put 16 rows
-//   in the lanes and broadcast the activations.
+//   6 bits); the activations' scale d_a is the super-block's, so the
+//   sub-blocks sum in order without it, s = fma(P, ws, s), then
+//   s = fma(-sum(a), wm, s), and the super-block goes in once:
+//   acc = fma(s, d_a, acc); y = acc. As for Q4_0, one chain per row lets the
+//   SIMD kernels put 16 rows in the lanes and broadcast the activations.
 // Q6_K: wq_i = q_i * scale(sub-block of i) is an exact int16; lane
 //   l = (i % 32) / 2 collects I[l] = sum wq_i * a_i (exact);
 //   acc[l] = fma(I[l], fp32(d_w) * d_a, acc[l]); y = reduce16(acc).
@@ -94,6 +95,8 @@ void matmul_q4_K(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* 
       const auto* qa = reinterpret_cast<const int8_t*>(rec);
       const auto& blk = reinterpret_cast<const BlockQ4_K*>(row)[b];
       const float dw = fp16_to_f32(blk.d), dmin = fp16_to_f32(blk.dmin);
+      const float da = reinterpret_cast<const float*>(rec + kQ4KPairD)[8 * (b % 2)];
+      float sb = 0.0f;
       for (int j = 0; j < 8; ++j) {
         const int L = static_cast<int>(8 * (b % 2)) + j;
         uint8_t sc, m;
@@ -104,12 +107,12 @@ void matmul_q4_K(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* 
           const int q = (j & 1) ? byte >> 4 : byte & 0xF;
           p += q * qa[q4k_pair_pos(L, e)];
         }
-        const float da = reinterpret_cast<const float*>(rec + kQ4KPairD)[L];
         const float bs = reinterpret_cast<const float*>(rec + kQ4KPairBsum)[L];
         const float ws = dw * static_cast<float>(sc), wm = dmin * static_cast<float>(m);
-        acc = std::fma(static_cast<float>(p), ws * da, acc);
-        acc = std::fma(-bs, wm * da, acc);
+        sb = std::fma(static_cast<float>(p), ws, sb);
+        sb = std::fma(-bs, wm, sb);
       }
+      acc = std::fma(sb, da, acc);
     }
     return acc;
   });
