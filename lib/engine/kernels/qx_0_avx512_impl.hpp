@@ -33,11 +33,13 @@ using tiles16::Tile;
 using tiles16::transpose16x4;
 using tiles16::with_tokens;
 
-// Panel blocks the software prefetch runs ahead (Q4_0: 4.6 KiB). One thread,
-// 8 tokens, 512 MiB: 4 blocks 12.6 GB/s, 8 15.2, 16 16.6, 32 15.6. One token
+// Panel blocks the software prefetch runs ahead. Q4_0, one thread, 8 tokens,
+// 512 MiB: 4 blocks 12.6 GB/s, 8 15.2, 16 (4.6 KiB) 16.6, 32 15.6. One token
 // takes non-temporal hints (2 threads, 1 GiB: T0 44.6 GB/s, none 48.0, NTA
-// 55.7; T0 for more tokens, which reread a panel block from L1).
-constexpr int64_t kPrefetchBlocks = 16;
+// 55.7) and, for Q8_0, a shorter lead (4 blocks, 2.2 KiB: 62.7 GB/s median
+// of 4 against 50.7 with 16; Q4_0 8 or 16 blocks were alike).
+template <bool kQ4, int T>
+constexpr int64_t kPrefetchBlocks = T == 1 && !kQ4 ? 4 : 16;
 
 struct Group {
   __m512i w[8];      // unsigned operand: Q4 nibbles; Q8 quants xor 0x80 (VNNI) or |q|
@@ -166,7 +168,7 @@ template <bool kQ4, bool kVnni, int T>
   Tile<T> tile(arows, acc);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = panel + static_cast<size_t>(b) * kBlock;
-    const uint8_t* ahead = blk + kPrefetchBlocks * kBlock;
+    const uint8_t* ahead = blk + kPrefetchBlocks<kQ4, T> * kBlock;
     if (ahead + kBlock <= pf_end) {
 #pragma GCC unroll 16
       for (size_t o = 0; o < kBlock; o += 64)
