@@ -36,10 +36,10 @@ using tiles16::with_tokens;
 // Panel blocks the software prefetch runs ahead. Q4_0, one thread, 8 tokens,
 // 512 MiB: 4 blocks 12.6 GB/s, 8 15.2, 16 (4.6 KiB) 16.6, 32 15.6. One token
 // takes non-temporal hints (2 threads, 1 GiB: T0 44.6 GB/s, none 48.0, NTA
-// 55.7) and, for Q8_0, a shorter lead (4 blocks, 2.2 KiB: 62.7 GB/s median
-// of 4 against 50.7 with 16; Q4_0 8 or 16 blocks were alike).
+// 55.7) and a shorter lead, ~2.2 KiB as for Q4_K: 7B decode, A/B, Q4_0 8
+// blocks 81-84 ms (4: 85-89, 16: 86-91), Q8_0 4 blocks 137 ms (16: 153).
 template <bool kQ4, int T>
-constexpr int64_t kPrefetchBlocks = T == 1 && !kQ4 ? 4 : 16;
+constexpr int64_t kPrefetchBlocks = T > 1 ? 16 : kQ4 ? 8 : 4;
 
 struct Group {
   __m512i w[8];      // unsigned operand: Q4 nibbles; Q8 quants xor 0x80 (VNNI) or |q|
