@@ -14,32 +14,13 @@
 
 #include "engine/kernels/blocks.hpp"
 #include "engine/kernels/kernel_table.hpp"
+#include "engine/kernels/tiles8_avx2.hpp"
 
 namespace epyctune::engine::kernels::detail {
 namespace {
 
-constexpr int kMaxTokens = 4;
-constexpr int64_t kTileRows = 8;
+using tiles8::transpose8x4;
 constexpr int kDwords = sizeof(BlockQ4_K) / 4;  // 36
-
-// z[i] lane L = dword i of the 16 bytes at rows[L] + off (L = 0..7).
-inline void transpose8x4(const uint8_t* const* rows, size_t off, __m256i z[4]) {
-  __m256i p[4];
-#pragma GCC unroll 4
-  for (int j = 0; j < 4; ++j) {
-    const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[j] + off));
-    const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[j + 4] + off));
-    p[j] = _mm256_inserti128_si256(_mm256_zextsi128_si256(lo), hi, 1);
-  }
-  const __m256i t0 = _mm256_unpacklo_epi32(p[0], p[1]);
-  const __m256i t1 = _mm256_unpackhi_epi32(p[0], p[1]);
-  const __m256i t2 = _mm256_unpacklo_epi32(p[2], p[3]);
-  const __m256i t3 = _mm256_unpackhi_epi32(p[2], p[3]);
-  z[0] = _mm256_unpacklo_epi64(t0, t2);
-  z[1] = _mm256_unpackhi_epi64(t0, t2);
-  z[2] = _mm256_unpacklo_epi64(t1, t3);
-  z[3] = _mm256_unpackhi_epi64(t1, t3);
-}
 
 // The low 16 bits of each dword, as fp16 -> fp32.
 inline __m256 half_to_float(__m256i v) {
@@ -116,35 +97,9 @@ void rows_tile(const uint8_t* const* rows, int64_t nsb, const uint8_t* const* ar
 void matmul(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
             int64_t r0, int64_t r1) {
   const int64_t nsb = acts.k / 256;
-  for (int64_t r = r0; r < r1; r += kTileRows) {
-    const int64_t live = std::min(kTileRows, r1 - r);
-    const uint8_t* rows[kTileRows];
-    for (int64_t L = 0; L < kTileRows; ++L)
-      rows[L] = w + static_cast<size_t>(r + std::min(L, live - 1)) * w_row_bytes;
-    const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(live)),
-                                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    for (int t0 = 0; t0 < acts.n_tokens; t0 += kMaxTokens) {
-      const int nt = std::min(acts.n_tokens - t0, kMaxTokens);
-      const uint8_t* arows[kMaxTokens];
-      for (int t = 0; t < nt; ++t) arows[t] = acts.row(t0 + t);
-      __m256 acc[kMaxTokens];
-      for (auto& a : acc) a = _mm256_setzero_ps();
-      switch (nt) {
-        case 1:
-          rows_tile<1>(rows, nsb, arows, acc);
-          break;
-        case 2:
-          rows_tile<2>(rows, nsb, arows, acc);
-          break;
-        case 3:
-          rows_tile<3>(rows, nsb, arows, acc);
-          break;
-        default:
-          rows_tile<4>(rows, nsb, arows, acc);
-      }
-      for (int t = 0; t < nt; ++t) _mm256_maskstore_ps(y + (t0 + t) * ldy + r, keep, acc[t]);
-    }
-  }
+  tiles8::matmul_tiles(w, w_row_bytes, acts, y, ldy, r0, r1,
+                       [&](auto T, const uint8_t* const* rows, const uint8_t* const* arows,
+                           __m256* acc) { rows_tile<decltype(T)::value>(rows, nsb, arows, acc); });
 }
 
 }  // namespace

@@ -23,10 +23,8 @@ namespace epyctune::engine::kernels::detail::avx512q4k {
 // flags, and one TU must never call another TU's copy.
 namespace {
 
-using tiles16::kMaxTokens;
 using tiles16::kTileRows;
 using tiles16::Tile;
-using tiles16::with_tokens;
 
 constexpr size_t kPanelBlock = kTileRows * sizeof(BlockQ4_K);  // 2304
 // Panel super-blocks the software prefetch runs ahead: 2 threads, 1 GiB
@@ -169,37 +167,20 @@ template <bool kVnni, int T>
   tile.store(acc);
 }
 
-// Rows [r0, r1) in 16-row tiles, up to kMaxTokens tokens per pass. kPanel:
-// w holds packed16 panels (r0 is a multiple of 16; a short last tile is the
-// matrix's ggml-layout tail).
 template <bool kVnni, bool kPanel>
 void matmul_tiles(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
                   int64_t r0, int64_t r1) {
   const int64_t nsb = acts.k / 256;
-  const uint8_t* pf_end =
-      w + static_cast<size_t>(r0 + (r1 - r0) / kTileRows * kTileRows) * w_row_bytes;
-  for (int64_t r = r0; r < r1; r += kTileRows) {
-    const int64_t live = std::min(kTileRows, r1 - r);
-    const uint8_t* rows[kTileRows];
-    for (int64_t L = 0; L < kTileRows; ++L)
-      rows[L] = w + static_cast<size_t>(r + std::min(L, live - 1)) * w_row_bytes;
-    const __mmask16 keep = static_cast<__mmask16>((1u << live) - 1u);
-    for (int t0 = 0; t0 < acts.n_tokens; t0 += kMaxTokens) {
-      const int nt = std::min(acts.n_tokens - t0, kMaxTokens);
-      const uint8_t* arows[kMaxTokens];
-      for (int t = 0; t < nt; ++t) arows[t] = acts.row(t0 + t);
-      __m512 acc[kMaxTokens];
-      for (auto& a : acc) a = _mm512_setzero_ps();
-      with_tokens<1>(nt, [&](auto T) {
+  tiles16::matmul_tiles<kPanel>(
+      w, w_row_bytes, acts, y, ldy, r0, r1,
+      [&](auto T, bool panel, const uint8_t* const* rows, const uint8_t* const* arows, __m512* acc,
+          const uint8_t* pf_end) {
         constexpr int kT = decltype(T)::value;
-        if (kPanel && live == kTileRows)
+        if (panel)
           panel_tile<kVnni, kT>(rows[0], nsb, pf_end, arows, acc);
         else
           rows_tile<kVnni, kT>(rows, nsb, arows, acc);
       });
-      for (int t = 0; t < nt; ++t) _mm512_mask_storeu_ps(y + (t0 + t) * ldy + r, keep, acc[t]);
-    }
-  }
 }
 
 template <bool kVnni>

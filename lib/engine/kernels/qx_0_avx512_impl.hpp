@@ -27,11 +27,9 @@ namespace epyctune::engine::kernels::detail::avx512 {
 namespace {
 
 using tiles16::gather16;
-using tiles16::kMaxTokens;
 using tiles16::kTileRows;
 using tiles16::Tile;
 using tiles16::transpose16x4;
-using tiles16::with_tokens;
 
 // Panel blocks the software prefetch runs ahead. Q4_0, one thread, 8 tokens,
 // 512 MiB: 4 blocks 12.6 GB/s, 8 15.2, 16 (4.6 KiB) 16.6, 32 15.6. One token
@@ -39,7 +37,9 @@ using tiles16::with_tokens;
 // 55.7) and a shorter lead, ~2.2 KiB as for Q4_K: 7B decode, A/B, Q4_0 8
 // blocks 81-84 ms (4: 85-89, 16: 86-91), Q8_0 4 blocks 137 ms (16: 153).
 template <bool kQ4, int T>
-constexpr int64_t kPrefetchBlocks = T > 1 ? 16 : kQ4 ? 8 : 4;
+constexpr int64_t kPrefetchBlocks = T > 1 ? 16
+                                    : kQ4 ? 8
+                                          : 4;
 
 struct Group {
   __m512i w[8];      // unsigned operand: Q4 nibbles; Q8 quants xor 0x80 (VNNI) or |q|
@@ -181,37 +181,20 @@ template <bool kQ4, bool kVnni, int T>
   tile.store(acc);
 }
 
-// Rows [r0, r1) in 16-row tiles, up to kMaxTokens tokens per pass. kPanel:
-// w holds packed16 panels (r0 is a multiple of 16; a short last tile is the
-// matrix's ggml-layout tail).
 template <bool kQ4, bool kVnni, bool kPanel>
 void matmul_tiles(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
                   int64_t r0, int64_t r1) {
   const int64_t nb = acts.k / 32;
-  const uint8_t* pf_end =
-      w + static_cast<size_t>(r0 + (r1 - r0) / kTileRows * kTileRows) * w_row_bytes;
-  for (int64_t r = r0; r < r1; r += kTileRows) {
-    const int64_t live = std::min(kTileRows, r1 - r);
-    const uint8_t* rows[kTileRows];
-    for (int64_t L = 0; L < kTileRows; ++L)
-      rows[L] = w + static_cast<size_t>(r + std::min(L, live - 1)) * w_row_bytes;
-    const __mmask16 keep = static_cast<__mmask16>((1u << live) - 1u);
-    for (int t0 = 0; t0 < acts.n_tokens; t0 += kMaxTokens) {
-      const int nt = std::min(acts.n_tokens - t0, kMaxTokens);
-      const uint8_t* arows[kMaxTokens];
-      for (int t = 0; t < nt; ++t) arows[t] = acts.row(t0 + t);
-      __m512 acc[kMaxTokens];
-      for (auto& a : acc) a = _mm512_setzero_ps();
-      with_tokens<1>(nt, [&](auto T) {
+  tiles16::matmul_tiles<kPanel>(
+      w, w_row_bytes, acts, y, ldy, r0, r1,
+      [&](auto T, bool panel, const uint8_t* const* rows, const uint8_t* const* arows, __m512* acc,
+          const uint8_t* pf_end) {
         constexpr int kT = decltype(T)::value;
-        if (kPanel && live == kTileRows)
+        if (panel)
           panel_tile<kQ4, kVnni, kT>(rows[0], nb, pf_end, arows, acc);
         else
           rows_tile<kQ4, kVnni, kT>(rows, nb, arows, acc);
       });
-      for (int t = 0; t < nt; ++t) _mm512_mask_storeu_ps(y + (t0 + t) * ldy + r, keep, acc[t]);
-    }
-  }
 }
 
 template <bool kQ4, bool kVnni>

@@ -1,14 +1,17 @@
 // Shared by the AVX-512 kernels whose vector lanes are the 16 rows of a tile
 // (Q4_0 / Q8_0: qx_0_avx512_impl.hpp; Q4_K: q4_k_avx512_impl.hpp): loading a
-// block of 16 ggml rows into lanes, the tile's accumulators, and the token
-// count as a template argument.
+// block of 16 ggml rows into lanes, the tile's accumulators, the token
+// count as a template argument, and the loop over tiles and token chunks.
 #pragma once
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
+
+#include "engine/kernels/kernels.hpp"
 
 namespace epyctune::engine::kernels::detail::tiles16 {
 // Internal linkage: this header is compiled into TUs with different ISA
@@ -79,6 +82,37 @@ template <int T, class F>
     if (n > T) return with_tokens<T + 1>(n, f);
   }
   f(std::integral_constant<int, T>{});
+}
+
+// Rows [r0, r1) of a matmul in 16-row tiles, up to kMaxTokens tokens per
+// pass. For every tile and token chunk, tile(T, panel, rows, arows, acc,
+// pf_end) adds the T tokens' dot products into acc[0..T) (lane L = row L);
+// panel: w holds packed16 panels and this tile is a whole one (r0 is a
+// multiple of 16; a short last tile is the matrix's ggml-layout tail, read
+// through rows[], whose dead lanes repeat a live row and are not stored).
+// pf_end bounds the software prefetch to the range's panels.
+template <bool kPanel, class Tile>
+void matmul_tiles(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
+                  int64_t r0, int64_t r1, Tile tile) {
+  const uint8_t* pf_end =
+      w + static_cast<size_t>(r0 + (r1 - r0) / kTileRows * kTileRows) * w_row_bytes;
+  for (int64_t r = r0; r < r1; r += kTileRows) {
+    const int64_t live = std::min(kTileRows, r1 - r);
+    const uint8_t* rows[kTileRows];
+    for (int64_t L = 0; L < kTileRows; ++L)
+      rows[L] = w + static_cast<size_t>(r + std::min(L, live - 1)) * w_row_bytes;
+    const __mmask16 keep = static_cast<__mmask16>((1u << live) - 1u);
+    for (int t0 = 0; t0 < acts.n_tokens; t0 += kMaxTokens) {
+      const int nt = std::min(acts.n_tokens - t0, kMaxTokens);
+      const uint8_t* arows[kMaxTokens];
+      for (int t = 0; t < nt; ++t) arows[t] = acts.row(t0 + t);
+      __m512 acc[kMaxTokens];
+      for (auto& a : acc) a = _mm512_setzero_ps();
+      with_tokens<1>(
+          nt, [&](auto T) { tile(T, kPanel && live == kTileRows, rows, arows, acc, pf_end); });
+      for (int t = 0; t < nt; ++t) _mm512_mask_storeu_ps(y + (t0 + t) * ldy + r, keep, acc[t]);
+    }
+  }
 }
 
 }  // namespace
