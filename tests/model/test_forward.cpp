@@ -158,11 +158,13 @@ TEST_CASE("forward_last equals the last row of forward; nullptr logits only fill
 TEST_CASE("copied, hugepage and repacked weights give the file mapping's logits bit for bit") {
   TempDir dir;
   auto pool = runtime::ThreadPool::unpinned(2);
-  // dim 512 holds whole 16-block groups (packed16); ffn 1056 leaves a tail.
+  // Packed matrices are 16-row panels: the 300-row head ends in a 12-row
+  // ggml tail; ffn 1056 gives Q4_0/Q8_0 rows a partial activation record.
   const char* shape = "dim=512,layers=2,heads=8,kv_heads=4,ffn=1056,vocab=300,ctx=64";
-  for (const char* quant : {"q4_0", "q8_0"}) {
+  for (auto [sh, quant] : {std::pair{shape, "q4_0"}, std::pair{shape, "q8_0"},
+                           std::pair{kKShape, "q4_k"}, std::pair{kKShape, "q4_k_m"}}) {
     CAPTURE(quant);
-    auto path = make_model(dir, shape, quant);
+    auto path = make_model(dir, sh, quant);
     ModelOptions in_place;
     in_place.copy_weights = false;
     auto mapped = LlamaModel::load(path, pool, in_place);
