@@ -33,10 +33,10 @@ template <int T>
 constexpr int64_t kPrefetchBlocks = T == 1 ? 1 : 2;
 
 // Super-block b of 16 ggml rows, written in the panel layout.
-[[gnu::always_inline]] inline void rows_to_panel(const uint8_t* const* rows, int64_t b,
-                                                 uint8_t* out) {
+[[gnu::always_inline]] inline void rows_to_panel(const uint8_t* const* rows, __m512i offs,
+                                                 int64_t b, uint8_t* out) {
   const size_t off = static_cast<size_t>(b) * sizeof(BlockQ4_K);
-  _mm512_store_si512(out, tiles16::gather16(rows, off));  // d | dmin << 16
+  _mm512_store_si512(out, tiles16::gather16(rows, offs, off));  // d | dmin << 16
   __m512i z[4];
   tiles16::transpose16x4(rows, off + 4, z);  // the 12 scale bytes (+ 4 quant bytes)
 #pragma GCC unroll 3
@@ -147,8 +147,11 @@ template <bool kVnni, int T>
                                  const uint8_t* const* arows, __m512* acc) {
   Tile<T> tile(arows, acc);
   alignas(64) uint8_t buf[kPanelBlock];
+  const __m512i offs = tiles16::row_offsets(rows);
   for (int64_t b = 0; b < nsb; ++b) {
-    rows_to_panel(rows, b, buf);
+    const size_t off = static_cast<size_t>(b) * sizeof(BlockQ4_K);
+    if (b + 2 < nsb) tiles16::prefetch_rows<T>(rows, off, sizeof(BlockQ4_K));
+    rows_to_panel(rows, offs, b, buf);
     super_block<kVnni, T>(buf, b, tile.arows, tile.acc, nullptr);
   }
   tile.store(acc);

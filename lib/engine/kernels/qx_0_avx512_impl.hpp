@@ -73,11 +73,12 @@ template <bool kQ4, bool kVnni>
 // Block b of 16 rows in ggml's layout (rows[L]: row L; a short tile repeats
 // a live row, whose lanes are never stored).
 template <bool kQ4, bool kVnni>
-[[gnu::always_inline]] inline void load_rows(const uint8_t* const* rows, int64_t b, Group& g) {
+[[gnu::always_inline]] inline void load_rows(const uint8_t* const* rows, __m512i offs, int64_t b,
+                                             Group& g) {
   constexpr size_t kBytes = kQ4 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0);
   const size_t off = static_cast<size_t>(b) * kBytes;
   // The scales: the low half of a dword per row.
-  g.dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(gather16(rows, off)));
+  g.dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(gather16(rows, offs, off)));
   __m512i z[8];
   transpose16x4(rows, off + 2, z);
   if constexpr (!kQ4) transpose16x4(rows, off + 18, z + 4);
@@ -151,10 +152,16 @@ template <bool kQ4, bool kVnni, int T>
 template <bool kQ4, bool kVnni, int T>
 [[gnu::noinline]] void rows_tile(const uint8_t* const* rows, int64_t nb,
                                  const uint8_t* const* arows, __m512* acc) {
+  constexpr size_t kBytes = kQ4 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0);
+  const size_t row_len = static_cast<size_t>(nb) * kBytes;
+  const __m512i offs = tiles16::row_offsets(rows);
   Tile<T> tile(arows, acc);
   for (int64_t b = 0; b < nb; ++b) {
+    const size_t off = static_cast<size_t>(b) * kBytes;
+    if (b % 4 == 0 && off + tiles16::kRowAhead < row_len)
+      tiles16::prefetch_rows<T>(rows, off, 4 * kBytes);
     Group g;
-    load_rows<kQ4, kVnni>(rows, b, g);
+    load_rows<kQ4, kVnni>(rows, offs, b, g);
     block_tokens<kQ4, kVnni, T>(g, tile.arows, b, tile.acc);
   }
   tile.store(acc);

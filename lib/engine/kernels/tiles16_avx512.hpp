@@ -47,14 +47,33 @@ constexpr int64_t kTileRows = 16;
   z[3] = _mm512_unpackhi_epi64(t1, t3);
 }
 
-// Lane L = the dword at rows[L] + off.
-[[gnu::always_inline]] inline __m512i gather16(const uint8_t* const* rows, size_t off) {
-  const __m512i o = _mm512_set1_epi64(static_cast<long long>(off));
-  const __m256i lo =
-      _mm512_i64gather_epi32(_mm512_add_epi64(_mm512_loadu_si512(rows), o), nullptr, 1);
-  const __m256i hi =
-      _mm512_i64gather_epi32(_mm512_add_epi64(_mm512_loadu_si512(rows + 8), o), nullptr, 1);
+// ggml rows: 16 streams per tile, which the hardware prefetchers alone feed
+// poorly. Each row's bytes [off, off + n) + kRowAhead are prefetched (Q4_0,
+// 2 threads, 1 GiB, one token: none 17.5 GB/s, 128 B ahead 24.9, 256 26.0,
+// 512 22.7, 1024 18.6).
+constexpr size_t kRowAhead = 256;
+template <int T>
+[[gnu::always_inline]] inline void prefetch_rows(const uint8_t* const* rows, size_t off, size_t n) {
+  for (int L = 0; L < 16; ++L)
+    for (size_t o = 0; o < n; o += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(rows[L] + off + kRowAhead + o),
+                   T == 1 ? _MM_HINT_NTA : _MM_HINT_T0);
+}
+
+// The rows' byte offsets from rows[0], as int32 lanes (a tile's 16 rows are
+// less than 2 GiB apart).
+[[gnu::always_inline]] inline __m512i row_offsets(const uint8_t* const* rows) {
+  const __m512i r0 = _mm512_set1_epi64(reinterpret_cast<long long>(rows[0]));
+  const __m256i lo = _mm512_cvtepi64_epi32(_mm512_sub_epi64(_mm512_loadu_si512(rows), r0));
+  const __m256i hi = _mm512_cvtepi64_epi32(_mm512_sub_epi64(_mm512_loadu_si512(rows + 8), r0));
   return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+// Lane L = the dword at rows[L] + off, given offs = row_offsets(rows): one
+// 16-lane gather (two 8-lane ones from the pointers streamed ~25% slower).
+[[gnu::always_inline]] inline __m512i gather16(const uint8_t* const* rows, __m512i offs,
+                                               size_t off) {
+  return _mm512_i32gather_epi32(offs, rows[0] + off, 1);
 }
 
 // Accumulators and token rows in locals: through the caller's pointers GCC
