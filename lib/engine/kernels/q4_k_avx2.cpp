@@ -22,24 +22,29 @@ namespace {
 using tiles8::transpose8x4;
 constexpr int kDwords = sizeof(BlockQ4_K) / 4;  // 36
 
-// The low 16 bits of each dword, as fp16 -> fp32.
-inline __m256 half_to_float(__m256i v) {
-  const __m256i lo = _mm256_and_si256(v, _mm256_set1_epi32(0xFFFF));
-  const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, lo), 0x08);
-  return _mm256_cvtph_ps(_mm256_castsi256_si128(packed));
-}
-
 template <int T>
-void rows_tile(const uint8_t* const* rows, int64_t nsb, const uint8_t* const* arows, __m256* acc) {
+[[gnu::noinline]] void rows_tile(const uint8_t* const* rows, int64_t nsb,
+                                 const uint8_t* const* arows_in, __m256* acc_io,
+                                 const uint8_t* end) {
+  // Locals, not the caller's arrays: kept in registers across the blocks.
+  __m256 acc[T];
+  const uint8_t* arows[T];
+  for (int t = 0; t < T; ++t) {
+    acc[t] = acc_io[t];
+    arows[t] = arows_in[t];
+  }
   alignas(32) __m256i v[kDwords];
   const __m256i m63 = _mm256_set1_epi32(63), m15 = _mm256_set1_epi32(15), m3 = _mm256_set1_epi32(3),
                 m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
   for (int64_t b = 0; b < nsb; ++b) {
     const size_t off = static_cast<size_t>(b) * sizeof(BlockQ4_K);
+    if (b + 2 < nsb) tiles8::prefetch_rows<T>(rows, off, sizeof(BlockQ4_K));
+    tiles8::prefetch_next_tile(rows, off * tiles8::kTileRows, tiles8::kTileRows * sizeof(BlockQ4_K),
+                               end);
     for (int m = 0; m < kDwords / 4; ++m)
       transpose8x4(rows, off + 16 * static_cast<size_t>(m), v + 4 * m);
-    const __m256 d = half_to_float(v[0]);
-    const __m256 dmin = half_to_float(_mm256_srli_epi32(v[0], 16));
+    const __m256 d = tiles8::half_to_float(v[0]);
+    const __m256 dmin = tiles8::half_to_float(_mm256_srli_epi32(v[0], 16));
     const size_t rec_off = static_cast<size_t>(b / 2) * kQ4KPairBytes;
     __m256 sb[T];
     for (auto& x : sb) x = _mm256_setzero_ps();
@@ -92,14 +97,16 @@ void rows_tile(const uint8_t* const* rows, int64_t nsb, const uint8_t* const* ar
       acc[t] = _mm256_fmadd_ps(sb[t], _mm256_set1_ps(da), acc[t]);
     }
   }
+  for (int t = 0; t < T; ++t) acc_io[t] = acc[t];
 }
 
 void matmul(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
             int64_t r0, int64_t r1) {
   const int64_t nsb = acts.k / 256;
-  tiles8::matmul_tiles(w, w_row_bytes, acts, y, ldy, r0, r1,
-                       [&](auto T, const uint8_t* const* rows, const uint8_t* const* arows,
-                           __m256* acc) { rows_tile<decltype(T)::value>(rows, nsb, arows, acc); });
+  tiles8::matmul_tiles(
+      w, w_row_bytes, acts, y, ldy, r0, r1,
+      [&](auto T, const uint8_t* const* rows, const uint8_t* const* arows, __m256* acc,
+          const uint8_t* end) { rows_tile<decltype(T)::value>(rows, nsb, arows, acc, end); });
 }
 
 }  // namespace

@@ -143,7 +143,7 @@ template <bool kVnni, int T>
 }
 
 template <bool kVnni, int T>
-[[gnu::noinline]] void rows_tile(const uint8_t* const* rows, int64_t nsb,
+[[gnu::noinline]] void rows_tile(const uint8_t* const* rows, int64_t nsb, const uint8_t* pf_end,
                                  const uint8_t* const* arows, __m512* acc) {
   Tile<T> tile(arows, acc);
   alignas(64) uint8_t buf[kPanelBlock];
@@ -151,6 +151,7 @@ template <bool kVnni, int T>
   for (int64_t b = 0; b < nsb; ++b) {
     const size_t off = static_cast<size_t>(b) * sizeof(BlockQ4_K);
     if (b + 2 < nsb) tiles16::prefetch_rows<T>(rows, off, sizeof(BlockQ4_K));
+    tiles16::prefetch_next_tile(rows, off * kTileRows, kPanelBlock, pf_end);
     rows_to_panel(rows, offs, b, buf);
     super_block<kVnni, T>(buf, b, tile.arows, tile.acc, nullptr);
   }
@@ -182,7 +183,7 @@ void matmul_tiles(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float*
         if (panel)
           panel_tile<kVnni, kT>(rows[0], nsb, pf_end, arows, acc);
         else
-          rows_tile<kVnni, kT>(rows, nsb, arows, acc);
+          rows_tile<kVnni, kT>(rows, nsb, pf_end, arows, acc);
       });
 }
 

@@ -23,12 +23,10 @@ struct Group {
 };
 
 template <bool kQ4>
-inline void load_rows(const uint8_t* const* rows, int64_t b, Group& g) {
+inline void load_rows(const uint8_t* const* rows, __m256i offs, int64_t b, Group& g) {
   constexpr size_t kBytes = kQ4 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0);
   const size_t off = static_cast<size_t>(b) * kBytes;
-  alignas(16) uint16_t d[8];
-  for (int L = 0; L < 8; ++L) std::memcpy(&d[L], rows[L] + off, 2);
-  g.dw = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(d)));
+  g.dw = tiles8::half_to_float(tiles8::gather8(rows, offs, off));
   if constexpr (kQ4) {
     __m256i z[4];
     transpose8x4(rows, off + 2, z);
@@ -76,10 +74,26 @@ inline __m256i block_dot(const Group& g, const uint8_t* rec, int L) {
 }
 
 template <bool kQ4, int T>
-void rows_tile(const uint8_t* const* rows, int64_t nb, const uint8_t* const* arows, __m256* acc) {
+[[gnu::noinline]] void rows_tile(const uint8_t* const* rows, int64_t nb,
+                                 const uint8_t* const* arows_in, __m256* acc_io,
+                                 const uint8_t* end) {
+  constexpr size_t kBytes = kQ4 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0);
+  // Locals, not the caller's arrays: kept in registers across the blocks.
+  __m256 acc[T];
+  const uint8_t* arows[T];
+  for (int t = 0; t < T; ++t) {
+    acc[t] = acc_io[t];
+    arows[t] = arows_in[t];
+  }
+  const __m256i offs = tiles8::row_offsets(rows);
+  const size_t row_len = static_cast<size_t>(nb) * kBytes;
   for (int64_t b = 0; b < nb; ++b) {
+    const size_t off = static_cast<size_t>(b) * kBytes;
+    if (b % 4 == 0 && off + tiles8::kRowAhead < row_len)
+      tiles8::prefetch_rows<T>(rows, off, 4 * kBytes);
+    tiles8::prefetch_next_tile(rows, off * tiles8::kTileRows, tiles8::kTileRows * kBytes, end);
     Group g;
-    load_rows<kQ4>(rows, b, g);
+    load_rows<kQ4>(rows, offs, b, g);
     const size_t rec_off = static_cast<size_t>(b / 16) * kQ8GroupBytes;
     const int L = static_cast<int>(b % 16);
 #pragma GCC unroll 4
@@ -91,6 +105,7 @@ void rows_tile(const uint8_t* const* rows, int64_t nb, const uint8_t* const* aro
                                _mm256_mul_ps(g.dw, _mm256_set1_ps(da)), acc[t]);
     }
   }
+  for (int t = 0; t < T; ++t) acc_io[t] = acc[t];
 }
 
 template <bool kQ4>
@@ -99,9 +114,8 @@ void matmul(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, in
   const int64_t nb = acts.k / 32;
   tiles8::matmul_tiles(
       w, w_row_bytes, acts, y, ldy, r0, r1,
-      [&](auto T, const uint8_t* const* rows, const uint8_t* const* arows, __m256* acc) {
-        rows_tile<kQ4, decltype(T)::value>(rows, nb, arows, acc);
-      });
+      [&](auto T, const uint8_t* const* rows, const uint8_t* const* arows, __m256* acc,
+          const uint8_t* end) { rows_tile<kQ4, decltype(T)::value>(rows, nb, arows, acc, end); });
 }
 
 }  // namespace

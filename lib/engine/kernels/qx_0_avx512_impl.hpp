@@ -150,7 +150,7 @@ template <bool kQ4, bool kVnni, int T>
 
 // One 16-row tile x T tokens over all nb blocks; acc[t] lane L = row L.
 template <bool kQ4, bool kVnni, int T>
-[[gnu::noinline]] void rows_tile(const uint8_t* const* rows, int64_t nb,
+[[gnu::noinline]] void rows_tile(const uint8_t* const* rows, int64_t nb, const uint8_t* pf_end,
                                  const uint8_t* const* arows, __m512* acc) {
   constexpr size_t kBytes = kQ4 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0);
   const size_t row_len = static_cast<size_t>(nb) * kBytes;
@@ -160,6 +160,7 @@ template <bool kQ4, bool kVnni, int T>
     const size_t off = static_cast<size_t>(b) * kBytes;
     if (b % 4 == 0 && off + tiles16::kRowAhead < row_len)
       tiles16::prefetch_rows<T>(rows, off, 4 * kBytes);
+    tiles16::prefetch_next_tile(rows, off * kTileRows, kTileRows * kBytes, pf_end);
     Group g;
     load_rows<kQ4, kVnni>(rows, offs, b, g);
     block_tokens<kQ4, kVnni, T>(g, tile.arows, b, tile.acc);
@@ -200,7 +201,7 @@ void matmul_tiles(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float*
         if (panel)
           panel_tile<kQ4, kVnni, kT>(rows[0], nb, pf_end, arows, acc);
         else
-          rows_tile<kQ4, kVnni, kT>(rows, nb, arows, acc);
+          rows_tile<kQ4, kVnni, kT>(rows, nb, pf_end, arows, acc);
       });
 }
 

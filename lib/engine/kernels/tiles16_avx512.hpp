@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <type_traits>
 
 #include "engine/kernels/kernels.hpp"
@@ -58,6 +59,20 @@ template <int T>
     for (size_t o = 0; o < n; o += 64)
       _mm_prefetch(reinterpret_cast<const char*>(rows[L] + off + kRowAhead + o),
                    T == 1 ? _MM_HINT_NTA : _MM_HINT_T0);
+}
+
+// ggml rows: the next tile (the 16 rows after these, contiguous) is streamed
+// into the caches in order, n bytes per block from byte `at`, while this one
+// computes: 16 row streams at a time read DRAM poorly, one sequential stream
+// well (Q4_0 / Q4_K ggml rows, 2 threads, 1 GiB, one token: 22.8 / 28.7
+// GB/s without, 28.8 / 36.8 with T2 hints; T0 and T1 a little lower).
+// Nothing past pf_end.
+[[gnu::always_inline]] inline void prefetch_next_tile(const uint8_t* const* rows, size_t at,
+                                                      size_t n, const uint8_t* pf_end) {
+  const uint8_t* next = rows[0] + kTileRows * static_cast<size_t>(rows[1] - rows[0]) + at;
+  if (rows[1] == rows[0] || next + n > pf_end) return;
+  for (size_t o = 0; o < n; o += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(next + o), _MM_HINT_T2);
 }
 
 // The rows' byte offsets from rows[0], as int32 lanes (a tile's 16 rows are

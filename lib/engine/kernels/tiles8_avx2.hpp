@@ -39,13 +39,55 @@ inline void transpose8x4(const uint8_t* const* rows, size_t off, __m256i z[4]) {
   z[3] = _mm256_unpackhi_epi64(t1, t3);
 }
 
+// The low 16 bits of each dword, as fp16 -> fp32.
+inline __m256 half_to_float(__m256i v) {
+  const __m256i lo = _mm256_and_si256(v, _mm256_set1_epi32(0xFFFF));
+  const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, lo), 0x08);
+  return _mm256_cvtph_ps(_mm256_castsi256_si128(packed));
+}
+
+// The rows' byte offsets from rows[0] (a tile's rows are < 2 GiB apart), for
+// a gather of one dword per row: 8 scalar loads into a stack array and a
+// vector load stalled on store forwarding (Q4_0, one token: 3x slower).
+inline __m256i row_offsets(const uint8_t* const* rows) {
+  alignas(32) int32_t o[kTileRows];
+  for (int L = 0; L < kTileRows; ++L) o[L] = static_cast<int32_t>(rows[L] - rows[0]);
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(o));
+}
+inline __m256i gather8(const uint8_t* const* rows, __m256i offs, size_t off) {
+  return _mm256_i32gather_epi32(reinterpret_cast<const int*>(rows[0] + off), offs, 1);
+}
+
+// 8 row streams per tile: each row's [off, off + n) + kRowAhead is prefetched
+// (as tiles16_avx512.hpp).
+constexpr size_t kRowAhead = 256;
+template <int T>
+inline void prefetch_rows(const uint8_t* const* rows, size_t off, size_t n) {
+  for (int L = 0; L < kTileRows; ++L)
+    for (size_t o = 0; o < n; o += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(rows[L] + off + kRowAhead + o),
+                   T == 1 ? _MM_HINT_NTA : _MM_HINT_T0);
+}
+
+// The next tile (the 8 rows after these, contiguous) streamed into the
+// caches in order, n bytes per block from byte `at`, while this one computes
+// (as tiles16_avx512.hpp); nothing at or past `end`.
+inline void prefetch_next_tile(const uint8_t* const* rows, size_t at, size_t n,
+                               const uint8_t* end) {
+  const uint8_t* next = rows[0] + kTileRows * static_cast<size_t>(rows[1] - rows[0]) + at;
+  if (rows[1] == rows[0] || next + n > end) return;
+  for (size_t o = 0; o < n; o += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(next + o), _MM_HINT_T2);
+}
+
 // Rows [r0, r1) in 8-row tiles, up to kMaxTokens tokens per pass:
-// tile(T, rows, arows, acc) adds T tokens' dot products into acc[0..T) (lane
-// L = row L; a short last tile repeats a live row in its dead lanes, which
-// are not stored).
+// tile(T, rows, arows, acc, end) (end: the range's last byte + 1) adds T tokens' dot products into
+// acc[0..T) (lane L = row L; a short last tile repeats a live row in its dead lanes, which are not
+// stored).
 template <class Tile>
 void matmul_tiles(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
                   int64_t r0, int64_t r1, Tile tile) {
+  const uint8_t* end = w + static_cast<size_t>(r1) * w_row_bytes;
   for (int64_t r = r0; r < r1; r += kTileRows) {
     const int64_t live = std::min(kTileRows, r1 - r);
     const uint8_t* rows[kTileRows];
@@ -61,16 +103,16 @@ void matmul_tiles(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float*
       for (auto& a : acc) a = _mm256_setzero_ps();
       switch (nt) {
         case 1:
-          tile(std::integral_constant<int, 1>{}, rows, arows, acc);
+          tile(std::integral_constant<int, 1>{}, rows, arows, acc, end);
           break;
         case 2:
-          tile(std::integral_constant<int, 2>{}, rows, arows, acc);
+          tile(std::integral_constant<int, 2>{}, rows, arows, acc, end);
           break;
         case 3:
-          tile(std::integral_constant<int, 3>{}, rows, arows, acc);
+          tile(std::integral_constant<int, 3>{}, rows, arows, acc, end);
           break;
         default:
-          tile(std::integral_constant<int, 4>{}, rows, arows, acc);
+          tile(std::integral_constant<int, 4>{}, rows, arows, acc, end);
       }
       for (int t = 0; t < nt; ++t) _mm256_maskstore_ps(y + (t0 + t) * ldy + r, keep, acc[t]);
     }
