@@ -119,5 +119,40 @@ void matmul_tiles(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float*
   }
 }
 
+// Whole packed16 panels in rows [r0, r1) (both multiples of 16 from r0), as
+// two 8-row halves each, up to kMaxTokens tokens per pass: tile(T, panel, h,
+// arows, acc) adds T tokens' dot products of rows 8h..8h+7 into acc[0..T).
+template <class Tile>
+void for_panel_halves(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
+                      int64_t r0, int64_t r1, Tile tile) {
+  for (int64_t r = r0; r < r1; r += 2 * kTileRows) {
+    const uint8_t* panel = w + static_cast<size_t>(r) * w_row_bytes;
+    for (int h = 0; h < 2; ++h) {
+      for (int t0 = 0; t0 < acts.n_tokens; t0 += kMaxTokens) {
+        const int nt = std::min(acts.n_tokens - t0, kMaxTokens);
+        const uint8_t* arows[kMaxTokens];
+        for (int t = 0; t < nt; ++t) arows[t] = acts.row(t0 + t);
+        __m256 acc[kMaxTokens];
+        for (auto& a : acc) a = _mm256_setzero_ps();
+        switch (nt) {
+          case 1:
+            tile(std::integral_constant<int, 1>{}, panel, h, arows, acc);
+            break;
+          case 2:
+            tile(std::integral_constant<int, 2>{}, panel, h, arows, acc);
+            break;
+          case 3:
+            tile(std::integral_constant<int, 3>{}, panel, h, arows, acc);
+            break;
+          default:
+            tile(std::integral_constant<int, 4>{}, panel, h, arows, acc);
+        }
+        for (int t = 0; t < nt; ++t)
+          _mm256_storeu_ps(y + (t0 + t) * ldy + r + kTileRows * h, acc[t]);
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace epyctune::engine::kernels::detail::tiles8
