@@ -80,6 +80,36 @@ inline void prefetch_next_tile(const uint8_t* const* rows, size_t at, size_t n,
     _mm_prefetch(reinterpret_cast<const char*>(next + o), _MM_HINT_T2);
 }
 
+// f(std::integral_constant<int, T>) for T = n (1..kMaxTokens).
+template <class F>
+inline void with_tokens(int n, F f) {
+  switch (n) {
+    case 1:
+      return f(std::integral_constant<int, 1>{});
+    case 2:
+      return f(std::integral_constant<int, 2>{});
+    case 3:
+      return f(std::integral_constant<int, 3>{});
+    default:
+      return f(std::integral_constant<int, 4>{});
+  }
+}
+
+// The tokens in chunks of up to kMaxTokens: run(T, arows, acc) fills
+// acc[0..T) from zero, then store(t, acc[t - t0]) for each token t.
+template <class Run, class Store>
+inline void token_chunks(const Acts& acts, Run run, Store store) {
+  for (int t0 = 0; t0 < acts.n_tokens; t0 += kMaxTokens) {
+    const int nt = std::min(acts.n_tokens - t0, kMaxTokens);
+    const uint8_t* arows[kMaxTokens];
+    for (int t = 0; t < nt; ++t) arows[t] = acts.row(t0 + t);
+    __m256 acc[kMaxTokens];
+    for (auto& a : acc) a = _mm256_setzero_ps();
+    with_tokens(nt, [&](auto T) { run(T, arows, acc); });
+    for (int t = 0; t < nt; ++t) store(t0 + t, acc[t]);
+  }
+}
+
 // Rows [r0, r1) in 8-row tiles, up to kMaxTokens tokens per pass:
 // tile(T, rows, arows, acc, end) (end: the range's last byte + 1) adds T tokens' dot products into
 // acc[0..T) (lane L = row L; a short last tile repeats a live row in its dead lanes, which are not
@@ -95,27 +125,10 @@ void matmul_tiles(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float*
       rows[L] = w + static_cast<size_t>(r + std::min(L, live - 1)) * w_row_bytes;
     const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(live)),
                                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    for (int t0 = 0; t0 < acts.n_tokens; t0 += kMaxTokens) {
-      const int nt = std::min(acts.n_tokens - t0, kMaxTokens);
-      const uint8_t* arows[kMaxTokens];
-      for (int t = 0; t < nt; ++t) arows[t] = acts.row(t0 + t);
-      __m256 acc[kMaxTokens];
-      for (auto& a : acc) a = _mm256_setzero_ps();
-      switch (nt) {
-        case 1:
-          tile(std::integral_constant<int, 1>{}, rows, arows, acc, end);
-          break;
-        case 2:
-          tile(std::integral_constant<int, 2>{}, rows, arows, acc, end);
-          break;
-        case 3:
-          tile(std::integral_constant<int, 3>{}, rows, arows, acc, end);
-          break;
-        default:
-          tile(std::integral_constant<int, 4>{}, rows, arows, acc, end);
-      }
-      for (int t = 0; t < nt; ++t) _mm256_maskstore_ps(y + (t0 + t) * ldy + r, keep, acc[t]);
-    }
+    token_chunks(
+        acts,
+        [&](auto T, const uint8_t* const* arows, __m256* acc) { tile(T, rows, arows, acc, end); },
+        [&](int t, __m256 acc) { _mm256_maskstore_ps(y + t * ldy + r, keep, acc); });
   }
 }
 
@@ -128,28 +141,10 @@ void for_panel_halves(const uint8_t* w, size_t w_row_bytes, const Acts& acts, fl
   for (int64_t r = r0; r < r1; r += 2 * kTileRows) {
     const uint8_t* panel = w + static_cast<size_t>(r) * w_row_bytes;
     for (int h = 0; h < 2; ++h) {
-      for (int t0 = 0; t0 < acts.n_tokens; t0 += kMaxTokens) {
-        const int nt = std::min(acts.n_tokens - t0, kMaxTokens);
-        const uint8_t* arows[kMaxTokens];
-        for (int t = 0; t < nt; ++t) arows[t] = acts.row(t0 + t);
-        __m256 acc[kMaxTokens];
-        for (auto& a : acc) a = _mm256_setzero_ps();
-        switch (nt) {
-          case 1:
-            tile(std::integral_constant<int, 1>{}, panel, h, arows, acc);
-            break;
-          case 2:
-            tile(std::integral_constant<int, 2>{}, panel, h, arows, acc);
-            break;
-          case 3:
-            tile(std::integral_constant<int, 3>{}, panel, h, arows, acc);
-            break;
-          default:
-            tile(std::integral_constant<int, 4>{}, panel, h, arows, acc);
-        }
-        for (int t = 0; t < nt; ++t)
-          _mm256_storeu_ps(y + (t0 + t) * ldy + r + kTileRows * h, acc[t]);
-      }
+      token_chunks(
+          acts,
+          [&](auto T, const uint8_t* const* arows, __m256* acc) { tile(T, panel, h, arows, acc); },
+          [&](int t, __m256 acc) { _mm256_storeu_ps(y + t * ldy + r + kTileRows * h, acc); });
     }
   }
 }
