@@ -176,8 +176,7 @@ detail::MatmulFn pick(const MatmulTable& t, GgmlType wtype, WeightLayout layout)
 }
 
 // Packed rows on an ISA without a packed kernel: unpack 16 rows (a panel)
-// at a time into a scratch copy and run the ggml-layout kernel on
-// it.
+// at a time into a scratch copy and run the ggml-layout kernel on it.
 void matmul_unpacking(detail::MatmulFn fn, GgmlType wtype, const uint8_t* w, size_t row_bytes,
                       const Acts& acts, float* y, int64_t ldy, int64_t r0, int64_t r1) {
   constexpr int64_t kRows = detail::kPanelRows;

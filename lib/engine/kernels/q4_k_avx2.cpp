@@ -87,26 +87,19 @@ inline void super_block(const uint8_t* vb, size_t vs, int64_t b, const uint8_t* 
 
 template <int T>
 [[gnu::noinline]] void rows_tile(const uint8_t* const* rows, int64_t nsb,
-                                 const uint8_t* const* arows_in, __m256* acc_io,
-                                 const uint8_t* end) {
-  // Locals, not the caller's arrays: kept in registers across the blocks.
-  __m256 acc[T];
-  const uint8_t* arows[T];
-  for (int t = 0; t < T; ++t) {
-    acc[t] = acc_io[t];
-    arows[t] = arows_in[t];
-  }
+                                 const uint8_t* const* arows, __m256* acc, const uint8_t* end) {
+  tiles8::Tile<T> tile(arows, acc);
   alignas(32) __m256i v[kDwords];
   for (int64_t b = 0; b < nsb; ++b) {
     const size_t off = static_cast<size_t>(b) * sizeof(BlockQ4_K);
-    if (b + 2 < nsb) tiles8::prefetch_rows<T>(rows, off, sizeof(BlockQ4_K));
-    tiles8::prefetch_next_tile(rows, off * tiles8::kTileRows, tiles8::kTileRows * sizeof(BlockQ4_K),
-                               end);
+    if (b + 2 < nsb) row_tiles::prefetch_rows<tiles8::kTileRows, T>(rows, off, sizeof(BlockQ4_K));
+    row_tiles::prefetch_next_tile<tiles8::kTileRows>(rows, off * tiles8::kTileRows,
+                                                     tiles8::kTileRows * sizeof(BlockQ4_K), end);
     for (int m = 0; m < kDwords / 4; ++m)
       transpose8x4(rows, off + 16 * static_cast<size_t>(m), v + 4 * m);
-    super_block<T>(reinterpret_cast<const uint8_t*>(v), sizeof(__m256i), b, arows, acc);
+    super_block<T>(reinterpret_cast<const uint8_t*>(v), sizeof(__m256i), b, tile.arows, tile.acc);
   }
-  for (int t = 0; t < T; ++t) acc_io[t] = acc[t];
+  tile.store(acc);
 }
 
 // Half h (rows 8h..8h+7) of a packed16 panel x T tokens; the first half's
@@ -116,25 +109,17 @@ template <int T>
 // more.
 template <int T>
 [[gnu::noinline]] void panel_half(const uint8_t* panel, int h, int64_t nsb, const uint8_t* pf_end,
-                                  const uint8_t* const* arows_in, __m256* acc_io) {
+                                  const uint8_t* const* arows, __m256* acc) {
   constexpr size_t kBlock = 16 * sizeof(BlockQ4_K);
   constexpr int64_t kLead = T > 1 ? 2 : 4;
-  __m256 acc[T];
-  const uint8_t* arows[T];
-  for (int t = 0; t < T; ++t) {
-    acc[t] = acc_io[t];
-    arows[t] = arows_in[t];
-  }
+  tiles8::Tile<T> tile(arows, acc);
   for (int64_t b = 0; b < nsb; ++b) {
     const uint8_t* blk = panel + static_cast<size_t>(b) * kBlock;
     const uint8_t* ahead = blk + kLead * kBlock;
-    if (h == 0 && ahead + kBlock <= pf_end) {
-      for (size_t o = 0; o < kBlock; o += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(ahead + o), _MM_HINT_T0);
-    }
-    super_block<T>(blk + 32 * static_cast<size_t>(h), 64, b, arows, acc);
+    if (h == 0 && ahead + kBlock <= pf_end) row_tiles::prefetch_lines<_MM_HINT_T0>(ahead, kBlock);
+    super_block<T>(blk + 32 * static_cast<size_t>(h), 64, b, tile.arows, tile.acc);
   }
-  for (int t = 0; t < T; ++t) acc_io[t] = acc[t];
+  tile.store(acc);
 }
 
 void matmul(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,

@@ -95,8 +95,9 @@ template <bool kVnni, int T>
 #pragma GCC unroll 1
   for (int j = 0; j < 8; ++j) {
     if (ahead != nullptr) {
-      for (size_t o = 64 * (static_cast<size_t>(j) * 36 / 8); o < 64 * ((j + 1) * 36u / 8); o += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(ahead + o), T == 1 ? _MM_HINT_NTA : _MM_HINT_T0);
+      // Lines [36 j / 8, 36 (j + 1) / 8) of the block's 36.
+      const size_t l0 = static_cast<size_t>(j) * 36 / 8, l1 = static_cast<size_t>(j + 1) * 36 / 8;
+      row_tiles::prefetch_lines<row_tiles::kStreamHint<T>>(ahead + 64 * l0, 64 * (l1 - l0));
     }
     // Sub-block j's 6-bit scale and min per row (q4k_scale_min on dwords).
     __m512i sc, mn;
@@ -150,8 +151,8 @@ template <bool kVnni, int T>
   const __m512i offs = tiles16::row_offsets(rows);
   for (int64_t b = 0; b < nsb; ++b) {
     const size_t off = static_cast<size_t>(b) * sizeof(BlockQ4_K);
-    if (b + 2 < nsb) tiles16::prefetch_rows<T>(rows, off, sizeof(BlockQ4_K));
-    tiles16::prefetch_next_tile(rows, off * kTileRows, kPanelBlock, pf_end);
+    if (b + 2 < nsb) row_tiles::prefetch_rows<kTileRows, T>(rows, off, sizeof(BlockQ4_K));
+    row_tiles::prefetch_next_tile<kTileRows>(rows, off * kTileRows, kPanelBlock, pf_end);
     rows_to_panel(rows, offs, b, buf);
     super_block<kVnni, T>(buf, b, tile.arows, tile.acc, nullptr);
   }

@@ -89,28 +89,22 @@ inline void block_tokens(const Group& g, const uint8_t* const* arows, int64_t b,
 
 template <bool kQ4, int T>
 [[gnu::noinline]] void rows_tile(const uint8_t* const* rows, int64_t nb,
-                                 const uint8_t* const* arows_in, __m256* acc_io,
-                                 const uint8_t* end) {
+                                 const uint8_t* const* arows, __m256* acc, const uint8_t* end) {
   constexpr size_t kBytes = kQ4 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0);
-  // Locals, not the caller's arrays: kept in registers across the blocks.
-  __m256 acc[T];
-  const uint8_t* arows[T];
-  for (int t = 0; t < T; ++t) {
-    acc[t] = acc_io[t];
-    arows[t] = arows_in[t];
-  }
+  tiles8::Tile<T> tile(arows, acc);
   const __m256i offs = tiles8::row_offsets(rows);
   const size_t row_len = static_cast<size_t>(nb) * kBytes;
   for (int64_t b = 0; b < nb; ++b) {
     const size_t off = static_cast<size_t>(b) * kBytes;
-    if (b % 4 == 0 && off + tiles8::kRowAhead < row_len)
-      tiles8::prefetch_rows<T>(rows, off, 4 * kBytes);
-    tiles8::prefetch_next_tile(rows, off * tiles8::kTileRows, tiles8::kTileRows * kBytes, end);
+    if (b % 4 == 0 && off + row_tiles::kRowAhead < row_len)
+      row_tiles::prefetch_rows<tiles8::kTileRows, T>(rows, off, 4 * kBytes);
+    row_tiles::prefetch_next_tile<tiles8::kTileRows>(rows, off * tiles8::kTileRows,
+                                                     tiles8::kTileRows * kBytes, end);
     Group g;
     load_rows<kQ4>(rows, offs, b, g);
-    block_tokens<kQ4, T>(g, arows, b, acc);
+    block_tokens<kQ4, T>(g, tile.arows, b, tile.acc);
   }
-  for (int t = 0; t < T; ++t) acc_io[t] = acc[t];
+  tile.store(acc);
 }
 
 // Half h (rows 8h..8h+7) of block b of a packed16 panel (blocks.hpp).
@@ -141,27 +135,19 @@ inline void load_panel_half(const uint8_t* blk, int h, Group& g) {
 // blocks 32.8-47.0; the old one-row ggml tiles 44.6 / 48.5).
 template <bool kQ4, int T>
 [[gnu::noinline]] void panel_half(const uint8_t* panel, int h, int64_t nb, const uint8_t* pf_end,
-                                  const uint8_t* const* arows_in, __m256* acc_io) {
+                                  const uint8_t* const* arows, __m256* acc) {
   constexpr size_t kBlock = 16 * (kQ4 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0));
   constexpr int64_t kLead = T > 1 ? 16 : kQ4 ? 16 : 8;
-  __m256 acc[T];
-  const uint8_t* arows[T];
-  for (int t = 0; t < T; ++t) {
-    acc[t] = acc_io[t];
-    arows[t] = arows_in[t];
-  }
+  tiles8::Tile<T> tile(arows, acc);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = panel + static_cast<size_t>(b) * kBlock;
     const uint8_t* ahead = blk + kLead * kBlock;
-    if (h == 0 && ahead + kBlock <= pf_end) {
-      for (size_t o = 0; o < kBlock; o += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(ahead + o), _MM_HINT_T0);
-    }
+    if (h == 0 && ahead + kBlock <= pf_end) row_tiles::prefetch_lines<_MM_HINT_T0>(ahead, kBlock);
     Group g;
     load_panel_half<kQ4>(blk, h, g);
-    block_tokens<kQ4, T>(g, arows, b, acc);
+    block_tokens<kQ4, T>(g, tile.arows, b, tile.acc);
   }
-  for (int t = 0; t < T; ++t) acc_io[t] = acc[t];
+  tile.store(acc);
 }
 
 template <bool kQ4>

@@ -158,9 +158,9 @@ template <bool kQ4, bool kVnni, int T>
   Tile<T> tile(arows, acc);
   for (int64_t b = 0; b < nb; ++b) {
     const size_t off = static_cast<size_t>(b) * kBytes;
-    if (b % 4 == 0 && off + tiles16::kRowAhead < row_len)
-      tiles16::prefetch_rows<T>(rows, off, 4 * kBytes);
-    tiles16::prefetch_next_tile(rows, off * kTileRows, kTileRows * kBytes, pf_end);
+    if (b % 4 == 0 && off + row_tiles::kRowAhead < row_len)
+      row_tiles::prefetch_rows<kTileRows, T>(rows, off, 4 * kBytes);
+    row_tiles::prefetch_next_tile<kTileRows>(rows, off * kTileRows, kTileRows * kBytes, pf_end);
     Group g;
     load_rows<kQ4, kVnni>(rows, offs, b, g);
     block_tokens<kQ4, kVnni, T>(g, tile.arows, b, tile.acc);
@@ -177,11 +177,8 @@ template <bool kQ4, bool kVnni, int T>
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = panel + static_cast<size_t>(b) * kBlock;
     const uint8_t* ahead = blk + kPrefetchBlocks<kQ4, T> * kBlock;
-    if (ahead + kBlock <= pf_end) {
-#pragma GCC unroll 16
-      for (size_t o = 0; o < kBlock; o += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(ahead + o), T == 1 ? _MM_HINT_NTA : _MM_HINT_T0);
-    }
+    if (ahead + kBlock <= pf_end)
+      row_tiles::prefetch_lines<row_tiles::kStreamHint<T>>(ahead, kBlock);
     Group g;
     load_panel<kQ4, kVnni>(blk, g);
     block_tokens<kQ4, kVnni, T>(g, tile.arows, b, tile.acc);

@@ -9,10 +9,10 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <type_traits>
 
 #include "engine/kernels/kernels.hpp"
+#include "engine/kernels/row_tiles.hpp"
 
 namespace epyctune::engine::kernels::detail::tiles16 {
 // Internal linkage: this header is compiled into TUs with different ISA
@@ -48,33 +48,6 @@ constexpr int64_t kTileRows = 16;
   z[3] = _mm512_unpackhi_epi64(t1, t3);
 }
 
-// ggml rows: 16 streams per tile, which the hardware prefetchers alone feed
-// poorly. Each row's bytes [off, off + n) + kRowAhead are prefetched (Q4_0,
-// 2 threads, 1 GiB, one token: none 17.5 GB/s, 128 B ahead 24.9, 256 26.0,
-// 512 22.7, 1024 18.6).
-constexpr size_t kRowAhead = 256;
-template <int T>
-[[gnu::always_inline]] inline void prefetch_rows(const uint8_t* const* rows, size_t off, size_t n) {
-  for (int L = 0; L < 16; ++L)
-    for (size_t o = 0; o < n; o += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(rows[L] + off + kRowAhead + o),
-                   T == 1 ? _MM_HINT_NTA : _MM_HINT_T0);
-}
-
-// ggml rows: the next tile (the 16 rows after these, contiguous) is streamed
-// into the caches in order, n bytes per block from byte `at`, while this one
-// computes: 16 row streams at a time read DRAM poorly, one sequential stream
-// well (Q4_0 / Q4_K ggml rows, 2 threads, 1 GiB, one token: 22.8 / 28.7
-// GB/s without, 28.8 / 36.8 with T2 hints; T0 and T1 a little lower).
-// Nothing past pf_end.
-[[gnu::always_inline]] inline void prefetch_next_tile(const uint8_t* const* rows, size_t at,
-                                                      size_t n, const uint8_t* pf_end) {
-  const uint8_t* next = rows[0] + kTileRows * static_cast<size_t>(rows[1] - rows[0]) + at;
-  if (rows[1] == rows[0] || next + n > pf_end) return;
-  for (size_t o = 0; o < n; o += 64)
-    _mm_prefetch(reinterpret_cast<const char*>(next + o), _MM_HINT_T2);
-}
-
 // The rows' byte offsets from rows[0], as int32 lanes (a tile's 16 rows are
 // less than 2 GiB apart).
 [[gnu::always_inline]] inline __m512i row_offsets(const uint8_t* const* rows) {
@@ -91,24 +64,11 @@ template <int T>
   return _mm512_i32gather_epi32(offs, rows[0] + off, 1);
 }
 
-// Accumulators and token rows in locals: through the caller's pointers GCC
-// stored every accumulator and reloaded every row pointer per block.
-template <int T>
-struct Tile {
-  __m512 acc[T];
-  const uint8_t* arows[T];
-  Tile(const uint8_t* const* a, const __m512* in) {
-#pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) {
-      acc[t] = in[t];
-      arows[t] = a[t];
-    }
-  }
-  void store(__m512* out) const {
-#pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) out[t] = acc[t];
-  }
+struct Zmm {
+  using V = __m512;
 };
+template <int T>
+using Tile = row_tiles::Locals<Zmm, T>;
 
 template <int T, class F>
 [[gnu::always_inline]] inline void with_tokens(int n, F f) {

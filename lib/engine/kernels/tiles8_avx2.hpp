@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "engine/kernels/kernels.hpp"
+#include "engine/kernels/row_tiles.hpp"
 
 namespace epyctune::engine::kernels::detail::tiles8 {
 // Internal linkage: this header is compiled into TUs with different ISA
@@ -58,27 +59,11 @@ inline __m256i gather8(const uint8_t* const* rows, __m256i offs, size_t off) {
   return _mm256_i32gather_epi32(reinterpret_cast<const int*>(rows[0] + off), offs, 1);
 }
 
-// 8 row streams per tile: each row's [off, off + n) + kRowAhead is prefetched
-// (as tiles16_avx512.hpp).
-constexpr size_t kRowAhead = 256;
+struct Ymm {
+  using V = __m256;
+};
 template <int T>
-inline void prefetch_rows(const uint8_t* const* rows, size_t off, size_t n) {
-  for (int L = 0; L < kTileRows; ++L)
-    for (size_t o = 0; o < n; o += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(rows[L] + off + kRowAhead + o),
-                   T == 1 ? _MM_HINT_NTA : _MM_HINT_T0);
-}
-
-// The next tile (the 8 rows after these, contiguous) streamed into the
-// caches in order, n bytes per block from byte `at`, while this one computes
-// (as tiles16_avx512.hpp); nothing at or past `end`.
-inline void prefetch_next_tile(const uint8_t* const* rows, size_t at, size_t n,
-                               const uint8_t* end) {
-  const uint8_t* next = rows[0] + kTileRows * static_cast<size_t>(rows[1] - rows[0]) + at;
-  if (rows[1] == rows[0] || next + n > end) return;
-  for (size_t o = 0; o < n; o += 64)
-    _mm_prefetch(reinterpret_cast<const char*>(next + o), _MM_HINT_T2);
-}
+using Tile = row_tiles::Locals<Ymm, T>;
 
 // f(std::integral_constant<int, T>) for T = n (1..kMaxTokens).
 template <class F>

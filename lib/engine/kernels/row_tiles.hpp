@@ -1,0 +1,75 @@
+// The ISA-neutral pieces of the kernels whose vector lanes are the rows of a
+// tile (tiles16_avx512.hpp: 16 rows in a zmm; tiles8_avx2.hpp: 8 in a ymm):
+// the tile's accumulators in locals, and the software prefetch of panels and
+// of ggml rows. Vector types and prefetch hints are template arguments, so one
+// copy serves both widths.
+#pragma once
+
+#include <xmmintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace epyctune::engine::kernels::detail::row_tiles {
+// Internal linkage: this header is compiled into TUs with different ISA
+// flags, and one TU must never call another TU's copy.
+namespace {
+
+// Accumulators and token rows in locals: through the caller's pointers GCC
+// stored every accumulator and reloaded every row pointer per block.
+// Vec::V is the vector type (passed in a struct: GCC drops a vector type's
+// attributes when it is a template argument itself).
+template <class Vec, int T>
+struct Locals {
+  using V = typename Vec::V;
+  V acc[T];
+  const uint8_t* arows[T];
+  Locals(const uint8_t* const* a, const V* in) {
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      acc[t] = in[t];
+      arows[t] = a[t];
+    }
+  }
+  void store(V* out) const {
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) out[t] = acc[t];
+  }
+};
+
+// Every 64-byte line of [p, p + n).
+template <_mm_hint kHint>
+[[gnu::always_inline]] inline void prefetch_lines(const uint8_t* p, size_t n) {
+  for (size_t o = 0; o < n; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p + o), kHint);
+}
+
+// One token streams with non-temporal hints, more tokens reread from L1.
+template <int T>
+constexpr _mm_hint kStreamHint = T == 1 ? _MM_HINT_NTA : _MM_HINT_T0;
+
+// ggml rows: kRows streams per tile, which the hardware prefetchers alone
+// feed poorly. Each row's bytes [off, off + n) + kRowAhead are prefetched
+// (Q4_0, 16 rows, 2 threads, 1 GiB, one token: none 17.5 GB/s, 128 B ahead
+// 24.9, 256 26.0, 512 22.7, 1024 18.6).
+constexpr size_t kRowAhead = 256;
+template <int kRows, int T>
+[[gnu::always_inline]] inline void prefetch_rows(const uint8_t* const* rows, size_t off, size_t n) {
+  for (int L = 0; L < kRows; ++L) prefetch_lines<kStreamHint<T>>(rows[L] + off + kRowAhead, n);
+}
+
+// ggml rows: the next tile (the kRows rows after these, contiguous) is
+// streamed into the caches in order, n bytes per block from byte `at`, while
+// this one computes: kRows row streams at a time read DRAM poorly, one
+// sequential stream well (Q4_0 / Q4_K, 16 rows, 2 threads, 1 GiB, one token:
+// 22.8 / 28.7 GB/s without, 28.8 / 36.8 with T2 hints; T0 and T1 a little
+// lower). Nothing past end.
+template <int kRows>
+[[gnu::always_inline]] inline void prefetch_next_tile(const uint8_t* const* rows, size_t at,
+                                                      size_t n, const uint8_t* end) {
+  const uint8_t* next = rows[0] + kRows * static_cast<size_t>(rows[1] - rows[0]) + at;
+  if (rows[1] == rows[0] || next + n > end) return;
+  prefetch_lines<_MM_HINT_T2>(next, n);
+}
+
+}  // namespace
+}  // namespace epyctune::engine::kernels::detail::row_tiles
