@@ -109,6 +109,15 @@ std::vector<float> run(const Weights& w, const Acts& acts, int64_t ldy) {
   return y;
 }
 
+// The scalar oracle's result for x; acts are left prepared on the scalar ISA
+// (the reference bytes the other ISAs' activations must match).
+std::vector<float> scalar_ref(const Weights& w, const std::vector<float>& x, int n_tokens,
+                              int64_t k, int64_t ldy, Acts& acts) {
+  set_isa(Isa::scalar);
+  prepare_acts(w.t, x.data(), n_tokens, k, acts);
+  return run(w, acts, ldy);
+}
+
 std::vector<int64_t> ks_for(GgmlType t) {
   if (t == GgmlType::Q4_K || t == GgmlType::Q6_K) return {256, 512, 768, 1280};
   if (t == GgmlType::Q4_0 || t == GgmlType::Q8_0) return {32, 64, 96, 544, 1056};
@@ -172,10 +181,8 @@ TEST_CASE("every ISA gives bit-identical results to the scalar oracle") {
           CAPTURE(n_tokens);
           const auto x = make_x(n_tokens, k, 9 + static_cast<uint32_t>(n_tokens));
           const int64_t ldy = rows + 5;
-          set_isa(Isa::scalar);
           Acts acts;
-          prepare_acts(t, x.data(), n_tokens, k, acts);
-          const auto ref = run(w, acts, ldy);
+          const auto ref = scalar_ref(w, x, n_tokens, k, ldy, acts);
           for (Isa isa : isas) {
             const std::string isa_str = isa_name(isa);
             CAPTURE(isa_str);
@@ -207,10 +214,8 @@ TEST_CASE("Q6_K row tiles: 32-row blocks, 8-group segments and row splits keep t
       CAPTURE(n_tokens);
       const auto x = make_x(n_tokens, k, 13 + static_cast<uint32_t>(n_tokens));
       const int64_t ldy = rows + 1;
-      set_isa(Isa::scalar);
       Acts acts;
-      prepare_acts(t, x.data(), n_tokens, k, acts);
-      const auto ref = run(w, acts, ldy);
+      const auto ref = scalar_ref(w, x, n_tokens, k, ldy, acts);
       set_isa(best_isa());
       for (int64_t split : {int64_t{0}, int64_t{1}, rows / 2, rows - 1}) {
         CAPTURE(split);
@@ -347,10 +352,8 @@ TEST_CASE("packed16 rows give the scalar oracle's bits on every ISA and row spli
           CAPTURE(n_tokens);
           const auto x = make_x(n_tokens, k, 3 + static_cast<uint32_t>(n_tokens));
           const int64_t ldy = rows + 3;
-          set_isa(Isa::scalar);
           Acts acts;
-          prepare_acts(t, x.data(), n_tokens, k, acts);
-          const auto ref = run(w, acts, ldy);
+          const auto ref = scalar_ref(w, x, n_tokens, k, ldy, acts);
           for (int i = 0; i <= static_cast<int>(best_isa()); ++i) {
             const Isa isa = static_cast<Isa>(i);
             const std::string isa_str = isa_name(isa);
