@@ -29,11 +29,11 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <type_traits>
 
 #include "engine/kernels/blocks.hpp"
 #include "engine/kernels/kernels.hpp"
 #include "engine/kernels/reduce_avx512.hpp"
+#include "engine/kernels/row_tiles.hpp"
 
 namespace epyctune::engine::kernels::detail::avx512p {
 // Internal linkage: this header is compiled into TUs with different ISA
@@ -151,22 +151,10 @@ struct TileArgs {
 
 template <class F, int R>
 void packed_tokens(const TileArgs& a, int nt) {
-  auto run = [&](auto T) {
-    constexpr int kT = decltype(T)::value;
-    if constexpr (kT <= kPackedMaxTokens)
-      packed_tile<F, R, kT>(a.rows, a.row_bytes, a.rest, a.g0, a.g1, a.last, a.ahead_rows, a.arows,
-                            a.acc, a.out);
-  };
-  switch (nt) {
-    case 1:
-      return run(std::integral_constant<int, 1>{});
-    case 2:
-      return run(std::integral_constant<int, 2>{});
-    case 3:
-      return run(std::integral_constant<int, 3>{});
-    default:
-      return run(std::integral_constant<int, 4>{});
-  }
+  row_tiles::with_tokens<kPackedMaxTokens>(nt, [&](auto T) {
+    packed_tile<F, R, decltype(T)::value>(a.rows, a.row_bytes, a.rest, a.g0, a.g1, a.last,
+                                          a.ahead_rows, a.arows, a.acc, a.out);
+  });
 }
 
 // One token: row after row in one call, a single stream for the prefetchers

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 namespace epyctune::engine::kernels::detail::row_tiles {
 // Internal linkage: this header is compiled into TUs with different ISA
@@ -36,6 +37,16 @@ struct Locals {
     for (int t = 0; t < T; ++t) out[t] = acc[t];
   }
 };
+
+// f(std::integral_constant<int, n>) for n in [T, kMax] (a token count as a
+// template argument); n > kMax calls f with kMax.
+template <int kMax, int T = 1, class F>
+[[gnu::always_inline]] inline void with_tokens(int n, F f) {
+  if constexpr (T < kMax) {
+    if (n > T) return with_tokens<kMax, T + 1>(n, f);
+  }
+  f(std::integral_constant<int, T>{});
+}
 
 // Every 64-byte line of [p, p + n).
 template <_mm_hint kHint>

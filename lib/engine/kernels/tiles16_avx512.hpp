@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <type_traits>
 
 #include "engine/kernels/kernels.hpp"
 #include "engine/kernels/row_tiles.hpp"
@@ -70,14 +69,6 @@ struct Zmm {
 template <int T>
 using Tile = row_tiles::Locals<Zmm, T>;
 
-template <int T, class F>
-[[gnu::always_inline]] inline void with_tokens(int n, F f) {
-  if constexpr (T < kMaxTokens) {
-    if (n > T) return with_tokens<T + 1>(n, f);
-  }
-  f(std::integral_constant<int, T>{});
-}
-
 // Rows [r0, r1) of a matmul in 16-row tiles, up to kMaxTokens tokens per
 // pass. For every tile and token chunk, tile(T, panel, rows, arows, acc,
 // pf_end) adds the T tokens' dot products into acc[0..T) (lane L = row L);
@@ -102,7 +93,7 @@ void matmul_tiles(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float*
       for (int t = 0; t < nt; ++t) arows[t] = acts.row(t0 + t);
       __m512 acc[kMaxTokens];
       for (auto& a : acc) a = _mm512_setzero_ps();
-      with_tokens<1>(
+      row_tiles::with_tokens<kMaxTokens>(
           nt, [&](auto T) { tile(T, kPanel && live == kTileRows, rows, arows, acc, pf_end); });
       for (int t = 0; t < nt; ++t) _mm512_mask_storeu_ps(y + (t0 + t) * ldy + r, keep, acc[t]);
     }

@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <type_traits>
 
 #include "engine/kernels/kernels.hpp"
 #include "engine/kernels/row_tiles.hpp"
@@ -65,21 +64,6 @@ struct Ymm {
 template <int T>
 using Tile = row_tiles::Locals<Ymm, T>;
 
-// f(std::integral_constant<int, T>) for T = n (1..kMaxTokens).
-template <class F>
-inline void with_tokens(int n, F f) {
-  switch (n) {
-    case 1:
-      return f(std::integral_constant<int, 1>{});
-    case 2:
-      return f(std::integral_constant<int, 2>{});
-    case 3:
-      return f(std::integral_constant<int, 3>{});
-    default:
-      return f(std::integral_constant<int, 4>{});
-  }
-}
-
 // The tokens in chunks of up to kMaxTokens: run(T, arows, acc) fills
 // acc[0..T) from zero, then store(t, acc[t - t0]) for each token t.
 template <class Run, class Store>
@@ -90,7 +74,7 @@ inline void token_chunks(const Acts& acts, Run run, Store store) {
     for (int t = 0; t < nt; ++t) arows[t] = acts.row(t0 + t);
     __m256 acc[kMaxTokens];
     for (auto& a : acc) a = _mm256_setzero_ps();
-    with_tokens(nt, [&](auto T) { run(T, arows, acc); });
+    row_tiles::with_tokens<kMaxTokens>(nt, [&](auto T) { run(T, arows, acc); });
     for (int t = 0; t < nt; ++t) store(t0 + t, acc[t]);
   }
 }
