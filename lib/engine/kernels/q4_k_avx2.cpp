@@ -131,19 +131,16 @@ void matmul(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, in
           const uint8_t* end) { rows_tile<decltype(T)::value>(rows, nsb, arows, acc, end); });
 }
 
-// packed16 panels (r0 a multiple of 16); the rows after the last full panel
-// are the matrix's ggml-layout tail.
+// packed16 panels; the rows after the last whole panel are the matrix's
+// ggml-layout tail.
 void matmul_packed(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
                    int64_t r0, int64_t r1) {
   const int64_t nsb = acts.k / 256;
-  const int64_t full_end = r0 + (r1 - r0) / kPanelRows * kPanelRows;
-  const uint8_t* pf_end = w + static_cast<size_t>(full_end) * w_row_bytes;
-  tiles8::for_panel_halves(
-      w, w_row_bytes, acts, y, ldy, r0, full_end,
-      [&](auto T, const uint8_t* panel, int h, const uint8_t* const* arows, __m256* acc) {
-        panel_half<decltype(T)::value>(panel, h, nsb, pf_end, arows, acc);
-      });
-  if (full_end < r1) matmul(w, w_row_bytes, acts, y, ldy, full_end, r1);
+  tiles8::matmul_panels(
+      w, w_row_bytes, acts, y, ldy, r0, r1,
+      [&](auto T, const uint8_t* panel, int h, const uint8_t* pf_end, const uint8_t* const* arows,
+          __m256* acc) { panel_half<decltype(T)::value>(panel, h, nsb, pf_end, arows, acc); },
+      [&](int64_t t0, int64_t t1) { matmul(w, w_row_bytes, acts, y, ldy, t0, t1); });
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "engine/kernels/blocks.hpp"
 #include "engine/kernels/kernels.hpp"
 #include "engine/kernels/row_tiles.hpp"
 
@@ -101,21 +102,29 @@ void matmul_tiles(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float*
   }
 }
 
-// Whole packed16 panels in rows [r0, r1) (both multiples of 16 from r0), as
-// two 8-row halves each, up to kMaxTokens tokens per pass: tile(T, panel, h,
-// arows, acc) adds T tokens' dot products of rows 8h..8h+7 into acc[0..T).
-template <class Tile>
-void for_panel_halves(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
-                      int64_t r0, int64_t r1, Tile tile) {
-  for (int64_t r = r0; r < r1; r += 2 * kTileRows) {
+// Rows [r0, r1) of packed16 panels (r0 a multiple of 16): each whole panel
+// as two 8-row halves, up to kMaxTokens tokens per pass, where half(T, panel,
+// h, pf_end, arows, acc) adds T tokens' dot products of rows 8h..8h+7 into
+// acc[0..T) (pf_end bounds the prefetch to the whole panels); then
+// tail(r, r1) for the rows after the last whole panel, the matrix's
+// ggml-layout tail.
+template <class Half, class Tail>
+void matmul_panels(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
+                   int64_t r0, int64_t r1, Half half, Tail tail) {
+  const int64_t full_end = r0 + (r1 - r0) / kPanelRows * kPanelRows;
+  const uint8_t* pf_end = w + static_cast<size_t>(full_end) * w_row_bytes;
+  for (int64_t r = r0; r < full_end; r += kPanelRows) {
     const uint8_t* panel = w + static_cast<size_t>(r) * w_row_bytes;
     for (int h = 0; h < 2; ++h) {
       token_chunks(
           acts,
-          [&](auto T, const uint8_t* const* arows, __m256* acc) { tile(T, panel, h, arows, acc); },
+          [&](auto T, const uint8_t* const* arows, __m256* acc) {
+            half(T, panel, h, pf_end, arows, acc);
+          },
           [&](int t, __m256 acc) { _mm256_storeu_ps(y + t * ldy + r + kTileRows * h, acc); });
     }
   }
+  if (full_end < r1) tail(full_end, r1);
 }
 
 }  // namespace
