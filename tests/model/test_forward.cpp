@@ -231,6 +231,49 @@ TEST_CASE("context overflow and bad token ids are refused without touching the c
   CHECK(m->pos() == 0);
 }
 
+TEST_CASE("the KV cache returns every layer, head and position, across its 16-position blocks") {
+  const int layers = 2, ctx = 37, heads = 3, hd = 8;
+  // Distinct integers; F16 keeps 11 significant bits, so compare with its rounding.
+  auto value = [&](int v, int l, int p, int h, int i) {
+    return static_cast<float>((((v * layers + l) * ctx + p) * heads + h) * hd + i);
+  };
+  for (GgmlType type : {GgmlType::F16, GgmlType::F32}) {
+    CAPTURE(traits(type).name);
+    KvCache kv(layers, ctx, heads, hd, type);
+    std::vector<float> k(heads * hd), v(heads * hd);
+    for (int l = 0; l < layers; ++l)
+      for (int p = 0; p < ctx; ++p) {
+        for (int h = 0; h < heads; ++h)
+          for (int i = 0; i < hd; ++i) {
+            k[h * hd + i] = value(0, l, p, h, i);
+            v[h * hd + i] = value(1, l, p, h, i);
+          }
+        kv.store(l, p, k.data(), v.data());
+      }
+    for (auto [p0, n] : {std::pair{0, ctx}, {5, 30}, {15, 2}, {16, 16}, {36, 1}})
+      for (int l = 0; l < layers; ++l)
+        for (int h = 0; h < heads; ++h) {
+          std::vector<float> gk(size_t(n) * hd), gv(size_t(n) * hd);
+          kv.load_k(l, h, p0, n, gk.data());
+          kv.load_v(l, h, p0, n, gv.data());
+          auto want = [&](int vv, int j, int i) {
+            float x = value(vv, l, p0 + j, h, i);
+            if (type == GgmlType::F32) return x;
+            uint16_t half;
+            kernels::quantize_row(GgmlType::F16, &x, &half, 1);
+            kernels::dequantize_row(GgmlType::F16, &half, &x, 1);
+            return x;
+          };
+          bool ok = true;
+          for (int j = 0; j < n; ++j)
+            for (int i = 0; i < hd; ++i)
+              ok = ok && gk[size_t(j) * hd + i] == want(0, j, i) &&
+                   gv[size_t(j) * hd + i] == want(1, j, i);
+          CHECK_MESSAGE(ok, "layer ", l, " head ", h, " positions ", p0, "+", n);
+        }
+  }
+}
+
 TEST_CASE("the F16 KV cache rounds exactly as the scalar converter") {
   // Ties, subnormals, overflow to infinity, NaN, and values on both sides of
   // every rounding boundary in one head of 40 (8-wide SIMD part + tail).

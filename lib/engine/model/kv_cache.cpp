@@ -3,6 +3,7 @@
 #include <immintrin.h>
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -46,20 +47,19 @@ void to_f32(GgmlType t, const uint8_t* src, float* dst, int n) {
 }  // namespace
 
 KvCache::KvCache(int n_layers, int n_ctx, int n_kv_heads, int head_dim, GgmlType type)
-    : n_layers_(n_layers),
-      n_ctx_(n_ctx),
-      n_kv_heads_(n_kv_heads),
-      head_dim_(head_dim),
-      type_(type) {
+    : n_layers_(n_layers), n_kv_heads_(n_kv_heads), head_dim_(head_dim), type_(type) {
   if (type != GgmlType::F16 && type != GgmlType::F32)
     throw std::invalid_argument("KV cache type must be f16 or f32");
   elem_ = type == GgmlType::F16 ? 2 : 4;
-  bytes_ = size_t{2} * n_layers * n_ctx * n_kv_heads * head_dim * elem_;
+  const size_t blocks = (static_cast<size_t>(n_ctx) + kBlockPositions - 1) / kBlockPositions;
+  bytes_ = size_t{2} * blocks * kBlockPositions * n_layers * n_kv_heads * head_dim * elem_;
   void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED)
     throw std::runtime_error("KV cache: cannot map " + std::to_string(bytes_) + " bytes");
   base_ = static_cast<uint8_t*>(p);
+  // Fewer TLB misses for the scattered heads; a kernel without THP just says no.
+  madvise(p, bytes_, MADV_HUGEPAGE);
 }
 
 KvCache::~KvCache() {
@@ -67,8 +67,10 @@ KvCache::~KvCache() {
 }
 
 uint8_t* KvCache::at(bool v, int layer, int head, int pos) const {
-  size_t idx = ((static_cast<size_t>(layer) * 2 + (v ? 1 : 0)) * n_kv_heads_ + head) * n_ctx_ + pos;
-  return base_ + idx * head_dim_ * elem_;
+  const size_t block = static_cast<size_t>(pos) / kBlockPositions;
+  const size_t run = ((block * n_layers_ + layer) * 2 + (v ? 1 : 0)) * n_kv_heads_ + head;
+  const size_t row = run * kBlockPositions + static_cast<size_t>(pos) % kBlockPositions;
+  return base_ + row * head_dim_ * elem_;
 }
 
 void KvCache::store(int layer, int pos, const float* k, const float* v) {
@@ -88,11 +90,21 @@ void KvCache::store(int layer, int pos, const float* k, const float* v) {
   }
 }
 
+void KvCache::load(bool v, int layer, int head, int pos0, int n, float* out) const {
+  // Runs of up to kBlockPositions contiguous rows.
+  for (int pos = pos0; pos < pos0 + n;) {
+    const int len = std::min(pos0 + n - pos, kBlockPositions - pos % kBlockPositions);
+    to_f32(type_, at(v, layer, head, pos), out, len * head_dim_);
+    out += static_cast<size_t>(len) * head_dim_;
+    pos += len;
+  }
+}
+
 void KvCache::load_k(int layer, int head, int pos0, int n, float* out) const {
-  to_f32(type_, at(false, layer, head, pos0), out, n * head_dim_);
+  load(false, layer, head, pos0, n, out);
 }
 void KvCache::load_v(int layer, int head, int pos0, int n, float* out) const {
-  to_f32(type_, at(true, layer, head, pos0), out, n * head_dim_);
+  load(true, layer, head, pos0, n, out);
 }
 
 }  // namespace epyctune::engine
