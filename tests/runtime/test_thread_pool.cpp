@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <chrono>
 #include <numeric>
 #include <thread>
 #include <vector>
@@ -29,6 +30,54 @@ TEST_CASE("parallel_for covers every index exactly once, many regions in a row")
       }
     }
   }
+}
+
+TEST_CASE("parallel_stream covers every index exactly once, in grain-aligned chunks") {
+  for (int nt : {1, 2, 3}) {
+    auto pool = ThreadPool::unpinned(nt);
+    std::vector<std::atomic<int>> hits(1000);
+    for (int rep = 0; rep < 300; ++rep) {
+      const int64_t n = 1 + (rep * 37) % 1000, grain = 1 + rep % 17;
+      pool.parallel_stream(n, grain, [&](int64_t b, int64_t e, int tid) {
+        CHECK_UNARY(tid >= 0);
+        CHECK_UNARY(tid < nt);
+        // One thread streams the whole range in one call.
+        CHECK_UNARY(b % grain == 0);
+        CHECK_UNARY(e == (nt == 1 ? n : std::min(b + grain, n)));
+        for (int64_t i = b; i < e; ++i) hits[i].fetch_add(1, std::memory_order_relaxed);
+      });
+      for (int64_t i = 0; i < 1000; ++i) {
+        int expect = i < n ? 1 : 0;
+        if (hits[i].load() != expect) FAIL("index " << i << " hit " << hits[i].load());
+        hits[i].store(0);
+      }
+    }
+  }
+}
+
+TEST_CASE("parallel_stream: each thread starts at the front of its own range; an idle one steals") {
+  auto pool = ThreadPool::unpinned(2);
+  // Thread 0 is held until thread 1 has finished its half and, if it
+  // steals, taken chunks from the back of thread 0's.
+  std::atomic<int> t1_done{0};
+  std::vector<int> owner(8, -1);
+  std::vector<int64_t> first(2, -1);
+  pool.parallel_stream(8, 1, [&](int64_t b, int64_t, int tid) {
+    if (first[tid] < 0) first[tid] = b;
+    // Bounded, so a pool that never steals fails the checks instead of hanging.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    if (tid == 0)
+      while (t1_done.load() < 6 && std::chrono::steady_clock::now() < until)
+        std::this_thread::yield();
+    owner[b] = tid;
+    if (tid == 1) t1_done.fetch_add(1);
+  });
+  CHECK(first[0] == 0);
+  CHECK(first[1] == 4);
+  // Thread 1 did its own four in order, then took chunks 3 and 2 from the
+  // back of thread 0's range while thread 0 still held chunk 0.
+  CHECK(owner[0] == 0);
+  for (int c : {2, 3, 4, 5, 6, 7}) CHECK_MESSAGE(owner[c] == 1, "chunk ", c);
 }
 
 TEST_CASE("run gives each worker its own tid once") {

@@ -220,21 +220,27 @@ namespace {
 // chunks; each output element is computed by exactly one chunk, so the split
 // never changes a result.
 void run_matmuls(runtime::ThreadPool& pool, std::initializer_list<MatJob> jobs) {
-  int64_t total = 0;
-  for (const auto& j : jobs) total += j.m->rows;
-  const int64_t nt = pool.size();
-  // ~16 chunks per thread, so the last one to finish idles the others for
-  // 1/32 of the region on average (4 per thread idled 6-7% of a 7B pass);
-  // multiples of 32 rows keep the kernels' row blocks whole.
-  int64_t grain = std::max<int64_t>(32, (total / (nt * 16) + 31) / 32 * 32);
-  pool.parallel_for(total, grain, [&](int64_t b, int64_t e, int) {
+  // Each matrix starts at a multiple of kPanel in the row space, so every
+  // chunk starts a packed 16-row panel whatever the matrices' row counts.
+  constexpr int64_t kPanel = 32;
+  int64_t total = 0, bytes = 0;
+  for (const auto& j : jobs) {
+    total += (j.m->rows + kPanel - 1) / kPanel * kPanel;
+    bytes += j.m->bytes();
+  }
+  // ~512 KiB of weights a chunk (~15 us): the kernels' prefetch stops at a
+  // chunk's end, which cost 4% of the stream at 128 KiB; 2 MiB chunks left
+  // a 9.4 MB matrix too few to balance (paired A/B, 2 threads, 1 GiB).
+  const int64_t row_bytes = std::max<int64_t>(1, bytes / total);
+  const int64_t grain = std::max<int64_t>(1, (int64_t{512} << 10) / row_bytes / kPanel) * kPanel;
+  pool.parallel_stream(total, grain, [&](int64_t b, int64_t e, int) {
     int64_t base = 0;
     for (const auto& j : jobs) {
       int64_t r0 = std::max(b, base), r1 = std::min(e, base + j.m->rows);
       if (r0 < r1)
         kernels::matmul_rows(j.m->type, j.m->layout, j.m->data, j.m->row_bytes, *j.acts, j.y, j.ldy,
                              r0 - base, r1 - base);
-      base += j.m->rows;
+      base += (j.m->rows + kPanel - 1) / kPanel * kPanel;
     }
   });
 }

@@ -71,6 +71,7 @@ ThreadPool::ThreadPool(std::vector<int> cpus, bool pin) : cpus_(std::move(cpus))
                                     " is not one this process may run on");
     }
   }
+  ranges_ = std::make_unique<StreamRange[]>(cpus_.size());
   threads_.reserve(cpus_.size() - 1);
   try {
     for (size_t i = 1; i < cpus_.size(); ++i) {

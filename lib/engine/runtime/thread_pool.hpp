@@ -6,7 +6,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -62,6 +64,48 @@ class ThreadPool {
     });
   }
 
+  // Splits [0, n) into size() contiguous ranges, one per thread, each taken
+  // in chunks of `grain` from its front by its owner; a thread whose range is
+  // done takes chunks from the back of the fullest other range. Each thread
+  // so streams one ascending run of memory (the prefetchers stay ahead, as
+  // in one big call), while the threads still finish within about a chunk of
+  // each other: with halves fixed up front, the slower core of a 2-vCPU VM
+  // left the other idle for 10-28% of a 7B matmul. fn(begin, end, tid); as
+  // with parallel_for, which thread computes a chunk must never change a result.
+  template <class F>
+  void parallel_stream(int64_t n, int64_t grain, F&& fn) {
+    if (n <= 0) return;
+    if (grain < 1) grain = 1;
+    if (size() == 1 || n <= grain) {
+      pin_caller();
+      fn(int64_t{0}, n, 0);
+      return;
+    }
+    const int64_t chunks = (n + grain - 1) / grain;
+    if (chunks > int64_t{UINT32_MAX})
+      throw std::invalid_argument("parallel_stream: too many chunks");
+    std::lock_guard lock(dispatch_mu_);
+    const int nt = size();
+    for (int i = 0; i < nt; ++i)
+      ranges_[i].v.store(StreamRange::pack(chunks * i / nt, chunks * (i + 1) / nt),
+                         std::memory_order_relaxed);
+    run_locked([&](int tid) {
+      auto run_chunk = [&](int64_t c) { fn(c * grain, c + 1 < chunks ? (c + 1) * grain : n, tid); };
+      for (int64_t c; (c = ranges_[tid].take_front()) >= 0;) run_chunk(c);
+      for (;;) {
+        int victim = -1;
+        int64_t most = 0;
+        for (int i = 0; i < nt; ++i) {
+          const int64_t left = ranges_[i].left();
+          if (left > most) most = left, victim = i;
+        }
+        if (victim < 0) break;
+        const int64_t c = ranges_[victim].take_back();
+        if (c >= 0) run_chunk(c);
+      }
+    });
+  }
+
   // Regions dispatched since construction (bench/diagnostics).
   uint64_t regions() const { return generation_.load(std::memory_order_relaxed); }
 
@@ -90,6 +134,35 @@ class ThreadPool {
   alignas(64) std::atomic<uint32_t> done_{0};  // futex word: region finished
   std::atomic<bool> caller_sleeping_{false};
   alignas(64) std::atomic<int64_t> next_{0};  // parallel_for chunk cursor
+  // parallel_stream: chunks [front, back) of one thread's range, packed in
+  // one word so the owner (front) and a thief (back) cannot take the same one.
+  struct alignas(64) StreamRange {
+    std::atomic<uint64_t> v{0};
+    static uint64_t pack(int64_t front, int64_t back) {
+      return static_cast<uint64_t>(front) | static_cast<uint64_t>(back) << 32;
+    }
+    static int64_t front(uint64_t x) { return static_cast<int64_t>(x & 0xffffffffu); }
+    static int64_t back(uint64_t x) { return static_cast<int64_t>(x >> 32); }
+    int64_t left() const {
+      const uint64_t x = v.load(std::memory_order_relaxed);
+      return back(x) - front(x);
+    }
+    int64_t take_front() {
+      uint64_t x = v.load(std::memory_order_relaxed);
+      while (front(x) < back(x))
+        if (v.compare_exchange_weak(x, pack(front(x) + 1, back(x)), std::memory_order_relaxed))
+          return front(x);
+      return -1;
+    }
+    int64_t take_back() {
+      uint64_t x = v.load(std::memory_order_relaxed);
+      while (front(x) < back(x))
+        if (v.compare_exchange_weak(x, pack(front(x), back(x) - 1), std::memory_order_relaxed))
+          return back(x) - 1;
+      return -1;
+    }
+  };
+  std::unique_ptr<StreamRange[]> ranges_;
   std::atomic<bool> stop_{false};
 };
 
