@@ -2,9 +2,12 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "engine/kernels/kernel_table.hpp"
 #include "engine/kernels/kernels.hpp"
 
 using namespace epyctune::engine::kernels;
@@ -50,6 +53,38 @@ TEST_CASE("rmsnorm, dot, axpy, add, silu_mul") {
       REQUIRE(y[i] == doctest::Approx(x[i] / (1.0 + std::exp(-double(x[i]))) * w[i]).epsilon(1e-5));
     }
   }
+}
+
+TEST_CASE("dot_f32 and axpy give the scalar reference's bits on every ISA") {
+  const Isa saved = active_isa();
+  auto bits = [](float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+  };
+  for (int n : {0, 1, 7, 8, 9, 15, 16, 17, 24, 31, 33, 128, 130, 257}) {
+    CAPTURE(n);
+    auto a = randv(n, 3 + n), b = randv(n, 4 + n);
+    // Signed zeros, subnormal products and wide magnitudes where rounding
+    // order shows.
+    for (int i = 0; i < n; i += 5) a[i] = i % 2 ? -0.0f : std::ldexp(a[i], (i % 40) - 20);
+    for (int i = 3; i < n; i += 7) b[i] = 1e-30f * b[i];
+    const float want = detail::dot_f32_ref(a.data(), b.data(), n);
+    std::vector<float> want_y = b;
+    detail::axpy_ref(want_y.data(), -0.37f, a.data(), n);
+    for (int i = 0; i <= static_cast<int>(best_isa()); ++i) {
+      const Isa isa = static_cast<Isa>(i);
+      CAPTURE(std::string(isa_name(isa)));
+      set_isa(isa);
+      CHECK(bits(dot_f32(a.data(), b.data(), n)) == bits(want));
+      std::vector<float> y = b;
+      axpy(y.data(), -0.37f, a.data(), n);
+      bool same = true;
+      for (int j = 0; j < n; ++j) same = same && bits(y[j]) == bits(want_y[j]);
+      CHECK(same);
+    }
+  }
+  set_isa(saved);
 }
 
 TEST_CASE("softmax sums to one and keeps order") {

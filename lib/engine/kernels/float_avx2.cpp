@@ -97,6 +97,39 @@ void matmul(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, in
 
 }  // namespace
 
+// Stripes 0..7 and 8..15 in lo and hi. The tail's missing elements are
+// zeros, and adding +0 never changes a stripe: it starts at +0 and, rounding
+// to nearest, a sum is -0 only when both terms are.
+float dot_f32_avx2(const float* a, const float* b, int64_t n) {
+  __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    lo = _mm256_add_ps(lo, _mm256_mul_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
+    hi = _mm256_add_ps(hi, _mm256_mul_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8)));
+  }
+  if (i < n) {
+    const int r = static_cast<int>(n - i);
+    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(r), idx);
+    const __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(r - 8), idx);
+    lo = _mm256_add_ps(lo,
+                       _mm256_mul_ps(_mm256_maskload_ps(a + i, m0), _mm256_maskload_ps(b + i, m0)));
+    if (r > 8)
+      hi = _mm256_add_ps(
+          hi, _mm256_mul_ps(_mm256_maskload_ps(a + i + 8, m1), _mm256_maskload_ps(b + i + 8, m1)));
+  }
+  return reduce(lo, hi);
+}
+
+void axpy_avx2(float* y, float a, const float* x, int64_t n) {
+  const __m256 va = _mm256_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(
+        y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_mul_ps(va, _mm256_loadu_ps(x + i))));
+  for (; i < n; ++i) y[i] += a * x[i];
+}
+
 void fill_avx2_table_float(MatmulTable& t) {
   t.f32 = matmul<F::f32>;
   t.f16 = matmul<F::f16>;

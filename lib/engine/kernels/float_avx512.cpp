@@ -62,6 +62,36 @@ void matmul(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, in
 
 }  // namespace
 
+// Lane j is the reference's stripe j; a masked tail leaves the other
+// stripes untouched, as the reference does.
+float dot_f32_avx512(const float* a, const float* b, int64_t n) {
+  __m512 acc = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i)));
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1u);
+    acc = _mm512_mask_add_ps(
+        acc, m, acc,
+        _mm512_mul_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i)));
+  }
+  return reduce16_zmm(acc);
+}
+
+void axpy_avx512(float* y, float a, const float* x, int64_t n) {
+  const __m512 va = _mm512_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(
+        y + i, _mm512_add_ps(_mm512_loadu_ps(y + i), _mm512_mul_ps(va, _mm512_loadu_ps(x + i))));
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1u);
+    _mm512_mask_storeu_ps(y + i, m,
+                          _mm512_add_ps(_mm512_maskz_loadu_ps(m, y + i),
+                                        _mm512_mul_ps(va, _mm512_maskz_loadu_ps(m, x + i))));
+  }
+}
+
 void fill_avx512_table_float(MatmulTable& t) {
   t.f32 = matmul<F::f32>;
   t.f16 = matmul<F::f16>;

@@ -44,6 +44,16 @@ void fill_avx512vnni_table_packed(MatmulTable& t);
 float quantize_group_i8_avx2(const float* x, int n, int8_t* q);
 float quantize_group_i16_avx2(const float* x, int n, int16_t* q);
 
+// Attention's f32 dot product and y += a * x: the scalar reference
+// (ops.cpp; 16 stripes, reduce16) and per-ISA copies with the same roundings
+// (a multiply, then an add: no fma), which ops.cpp picks by active_isa().
+float dot_f32_ref(const float* a, const float* b, int64_t n);
+void axpy_ref(float* y, float a, const float* x, int64_t n);
+float dot_f32_avx2(const float* a, const float* b, int64_t n);
+void axpy_avx2(float* y, float a, const float* x, int64_t n);
+float dot_f32_avx512(const float* a, const float* b, int64_t n);
+void axpy_avx512(float* y, float a, const float* x, int64_t n);
+
 // prepare_acts bodies (same source compiled per ISA flags; exact elementwise
 // float ops only, so the bytes do not depend on the ISA).
 void prepare_acts_q8(GgmlType wtype, const float* x, int n_tokens, int64_t k, Acts& out);
