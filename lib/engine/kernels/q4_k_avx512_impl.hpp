@@ -83,11 +83,27 @@ template <bool kVnni, int T>
   const __m512i dd = _mm512_loadu_si512(p);
   const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
   const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
-  const __m512i v0 = _mm512_loadu_si512(p + kQ4KPanelScales);
-  const __m512i v1 = _mm512_loadu_si512(p + kQ4KPanelScales + 64);
-  const __m512i v2 = _mm512_loadu_si512(p + kQ4KPanelScales + 128);
-  const __m512i m63 = _mm512_set1_epi32(63), m15 = _mm512_set1_epi32(15), m3 = _mm512_set1_epi32(3),
-                m4 = _mm512_set1_epi8(0x0F);
+  // Every row's 8 six-bit scales and mins (q4k_scale_min) as bytes, all at
+  // once: byte j % 4 of sc[j / 4] / mn[j / 4] (per sub-block, this took 12
+  // shifts and masks for j >= 4, half a one-token super-block's work).
+  __m512i sc[2], mn[2];
+  {
+    const __m512i v0 = _mm512_loadu_si512(p + kQ4KPanelScales);
+    const __m512i v1 = _mm512_loadu_si512(p + kQ4KPanelScales + 64);
+    const __m512i v2 = _mm512_loadu_si512(p + kQ4KPanelScales + 128);
+    const __m512i b63 = _mm512_set1_epi8(0x3F), lo4 = _mm512_set1_epi8(0x0F);
+    sc[0] = _mm512_and_si512(v0, b63);
+    mn[0] = _mm512_and_si512(v1, b63);
+    // Low nibble from v2, bits 4-5 from bits 6-7 of v0 / v1 (0xCA: a ? b : c
+    // per bit, with a = the nibble mask); the dword shift drags the next
+    // byte's low bits into bits 6-7, which the mask clears.
+    sc[1] =
+        _mm512_and_si512(_mm512_ternarylogic_epi32(lo4, v2, _mm512_srli_epi32(v0, 2), 0xCA), b63);
+    mn[1] = _mm512_and_si512(
+        _mm512_ternarylogic_epi32(lo4, _mm512_srli_epi32(v2, 4), _mm512_srli_epi32(v1, 2), 0xCA),
+        b63);
+  }
+  const __m512i m255 = _mm512_set1_epi32(0xFF), m4 = _mm512_set1_epi8(0x0F);
   const size_t rec_off = static_cast<size_t>(b / 2) * kQ4KPairBytes;
   __m512 sb[T];
 #pragma GCC unroll 8
@@ -99,23 +115,11 @@ template <bool kVnni, int T>
       const size_t l0 = static_cast<size_t>(j) * 36 / 8, l1 = static_cast<size_t>(j + 1) * 36 / 8;
       row_tiles::prefetch_lines<row_tiles::kStreamHint<T>>(ahead + 64 * l0, 64 * (l1 - l0));
     }
-    // Sub-block j's 6-bit scale and min per row (q4k_scale_min on dwords).
-    __m512i sc, mn;
-    if (j < 4) {
-      const __m128i s = _mm_cvtsi32_si128(8 * j);
-      sc = _mm512_and_si512(_mm512_srl_epi32(v0, s), m63);
-      mn = _mm512_and_si512(_mm512_srl_epi32(v1, s), m63);
-    } else {
-      const int jj = j - 4;
-      const __m128i s = _mm_cvtsi32_si128(8 * jj), s4 = _mm_cvtsi32_si128(8 * jj + 4),
-                    s6 = _mm_cvtsi32_si128(8 * jj + 6);
-      sc = _mm512_or_si512(_mm512_and_si512(_mm512_srl_epi32(v2, s), m15),
-                           _mm512_slli_epi32(_mm512_and_si512(_mm512_srl_epi32(v0, s6), m3), 4));
-      mn = _mm512_or_si512(_mm512_and_si512(_mm512_srl_epi32(v2, s4), m15),
-                           _mm512_slli_epi32(_mm512_and_si512(_mm512_srl_epi32(v1, s6), m3), 4));
-    }
-    const __m512 ws = _mm512_mul_ps(_mm512_cvtepi32_ps(sc), d);
-    const __m512 wm = _mm512_mul_ps(_mm512_cvtepi32_ps(mn), dmin);
+    const __m128i sh = _mm_cvtsi32_si128(8 * (j % 4));
+    const __m512i scj = _mm512_and_si512(_mm512_srl_epi32(sc[j / 4], sh), m255);
+    const __m512i mnj = _mm512_and_si512(_mm512_srl_epi32(mn[j / 4], sh), m255);
+    const __m512 ws = _mm512_mul_ps(_mm512_cvtepi32_ps(scj), d);
+    const __m512 wm = _mm512_mul_ps(_mm512_cvtepi32_ps(mnj), dmin);
     // Chunk j / 2's nibbles: low for even j, high for odd.
     const uint8_t* q = p + kQ4KPanelQs + 512 * static_cast<size_t>(j / 2);
     __m512i w[8];
