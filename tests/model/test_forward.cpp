@@ -1,6 +1,8 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <map>
+#include <string>
 
 #include "engine/kernels/kernels.hpp"
 #include "engine/model/kv_cache.hpp"
@@ -160,9 +162,14 @@ TEST_CASE("copied, hugepage and repacked weights give the file mapping's logits 
   auto pool = runtime::ThreadPool::unpinned(2);
   // Packed matrices are 16-row panels: the 300-row head ends in a 12-row
   // ggml tail; ffn 1056 gives Q4_0/Q8_0 rows a partial activation record.
+  // A tied head is packed too, and the embedding lookups unpack its panels.
   const char* shape = "dim=512,layers=2,heads=8,kv_heads=4,ffn=1056,vocab=300,ctx=64";
-  for (auto [sh, quant] : {std::pair{shape, "q4_0"}, std::pair{shape, "q8_0"},
-                           std::pair{kKShape, "q4_k"}, std::pair{kKShape, "q4_k_m"}}) {
+  const char* tied = "dim=512,layers=2,heads=8,kv_heads=4,ffn=1056,vocab=300,ctx=64,tied=1";
+  std::map<std::string, uint64_t> packed;  // quant -> the untied model's packed bytes
+  for (auto [sh, quant] :
+       {std::pair{shape, "q4_0"}, std::pair{shape, "q8_0"}, std::pair{kKShape, "q4_k"},
+        std::pair{kKShape, "q4_k_m"}, std::pair{tied, "q4_0"}, std::pair{tied, "q8_0"}}) {
+    CAPTURE(sh);
     CAPTURE(quant);
     auto path = make_model(dir, sh, quant);
     ModelOptions in_place;
@@ -180,13 +187,19 @@ TEST_CASE("copied, hugepage and repacked weights give the file mapping's logits 
     CHECK(unpacked->load_report().packed_bytes == 0);
     const GgmlType t = mapped->weight_type();
     if (kernels::packed_layout_pays(t)) {
-      // Every layer matrix and the untied head; never the embedding table.
+      // Every layer matrix and the head; the embedding table only when tied
+      // (so a tied and an untied model of one shape pack the same bytes).
       CHECK(copied->load_report().packed_bytes > 0);
       CHECK(copied->load_report().packed_bytes < copied->load_report().weight_bytes);
+      auto& untied_bytes = packed[quant];
+      if (sh == shape) untied_bytes = copied->load_report().packed_bytes;
+      if (sh == tied) CHECK(copied->load_report().packed_bytes == untied_bytes);
     }
     const int V = mapped->n_vocab();
     for (int K : {1, 8}) {
       auto toks = prompt(6 + K, V);
+      // Rows in the head's last whole panel and in its 12-row ggml tail.
+      toks.insert(toks.begin(), {V - 1, V - 13, V - 12, 0});
       std::vector<float> x(size_t(V) * toks.size()), y(x.size()), z(x.size());
       mapped->forward(toks, x.data());
       copied->forward(toks, y.data());

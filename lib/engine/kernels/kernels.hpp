@@ -86,6 +86,11 @@ bool packed_layout_pays(GgmlType t);
 // In-place permutations of n_rows rows of k elements; throw for other types.
 void pack_rows(GgmlType t, void* rows, size_t row_bytes, int64_t n_rows, int64_t k);
 void unpack_rows(GgmlType t, void* rows, size_t row_bytes, int64_t n_rows, int64_t k);
+// Row r of a packed matrix of n_rows rows as floats (dequantize_row of the
+// row ggml would hold): a tied embedding table is packed for the output head
+// and still looked up by row.
+void dequantize_packed_row(GgmlType t, const void* rows, size_t row_bytes, int64_t n_rows,
+                           int64_t k, int64_t r, float* out);
 void matmul_rows(GgmlType wtype, WeightLayout layout, const void* w, size_t w_row_bytes,
                  const Acts& acts, float* y, int64_t ldy, int64_t r0, int64_t r1);
 

@@ -81,4 +81,24 @@ void unpack_rows(GgmlType t, void* rows, size_t row_bytes, int64_t n_rows, int64
   permute_rows(t, rows, row_bytes, n_rows, k, false);
 }
 
+void dequantize_packed_row(GgmlType t, const void* rows, size_t row_bytes, int64_t n_rows,
+                           int64_t k, int64_t r, float* out) {
+  if (r < 0 || r >= n_rows)
+    throw std::out_of_range("dequantize_packed_row: row " + std::to_string(r) + " of " +
+                            std::to_string(n_rows));
+  const auto* base = static_cast<const uint8_t*>(rows);
+  const int64_t panel = r / detail::kPanelRows * detail::kPanelRows;
+  if (panel + detail::kPanelRows > n_rows) {  // the ggml-layout tail
+    dequantize_row(t, base + static_cast<size_t>(r) * row_bytes, out, k);
+    return;
+  }
+  // One panel (16 rows) unpacked in a scratch copy: a few microseconds per
+  // looked-up token.
+  thread_local std::vector<uint8_t> scratch;
+  scratch.assign(base + static_cast<size_t>(panel) * row_bytes,
+                 base + static_cast<size_t>(panel + detail::kPanelRows) * row_bytes);
+  unpack_rows(t, scratch.data(), row_bytes, detail::kPanelRows, k);
+  dequantize_row(t, scratch.data() + static_cast<size_t>(r - panel) * row_bytes, out, k);
+}
+
 }  // namespace epyctune::engine::kernels

@@ -265,9 +265,14 @@ void LlamaModel::forward_chunk(std::span<const int32_t> tokens, float* logits, b
   const int group = c.n_heads / c.n_kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
 
-  for (int t = 0; t < B; ++t)
-    kernels::dequantize_row(w.tok_embd.type, w.tok_embd.data + tokens[t] * w.tok_embd.row_bytes,
-                            &s.x[size_t(t) * dim], dim);
+  for (int t = 0; t < B; ++t) {
+    if (w.tok_embd.layout == kernels::WeightLayout::packed16)
+      kernels::dequantize_packed_row(w.tok_embd.type, w.tok_embd.data, w.tok_embd.row_bytes,
+                                     w.tok_embd.rows, dim, tokens[t], &s.x[size_t(t) * dim]);
+    else
+      kernels::dequantize_row(w.tok_embd.type, w.tok_embd.data + tokens[t] * w.tok_embd.row_bytes,
+                              &s.x[size_t(t) * dim], dim);
+  }
 
   for (int il = 0; il < c.n_layers; ++il) {
     const auto& L = w.layers[il];
