@@ -46,13 +46,7 @@ class ThreadPool {
   // change a result: callers write each output from one chunk only.
   template <class F>
   void parallel_for(int64_t n, int64_t grain, F&& fn) {
-    if (n <= 0) return;
-    if (grain < 1) grain = 1;
-    if (size() == 1 || n <= grain) {
-      pin_caller();
-      fn(int64_t{0}, n, 0);
-      return;
-    }
+    if (without_region(n, grain, fn)) return;
     std::lock_guard lock(dispatch_mu_);
     next_.store(0, std::memory_order_relaxed);
     run_locked([&](int tid) {
@@ -74,13 +68,7 @@ class ThreadPool {
   // with parallel_for, which thread computes a chunk must never change a result.
   template <class F>
   void parallel_stream(int64_t n, int64_t grain, F&& fn) {
-    if (n <= 0) return;
-    if (grain < 1) grain = 1;
-    if (size() == 1 || n <= grain) {
-      pin_caller();
-      fn(int64_t{0}, n, 0);
-      return;
-    }
+    if (without_region(n, grain, fn)) return;
     const int64_t chunks = (n + grain - 1) / grain;
     if (chunks > int64_t{UINT32_MAX})
       throw std::invalid_argument("parallel_stream: too many chunks");
@@ -110,6 +98,17 @@ class ThreadPool {
   uint64_t regions() const { return generation_.load(std::memory_order_relaxed); }
 
  private:
+  // The loops that need no region: nothing to do, or one thread or one
+  // chunk, which the caller runs itself. Clamps grain to >= 1.
+  template <class F>
+  bool without_region(int64_t n, int64_t& grain, F& fn) {
+    if (n <= 0) return true;
+    if (grain < 1) grain = 1;
+    if (size() > 1 && n > grain) return false;
+    pin_caller();
+    fn(int64_t{0}, n, 0);
+    return true;
+  }
   template <class F>
   void run_locked(F&& fn) {
     using Fn = std::remove_reference_t<F>;
