@@ -223,3 +223,26 @@ TEST_CASE("Q4_K min-max scales: valid blocks, close to ggml's searched scales") 
   CHECK(eb < 0.12);      // 4-bit on unit normals: ~0.1
   CHECK(eb < 1.3 * ea);  // and min-max is not far behind
 }
+
+TEST_CASE("prepare_acts_rows in pieces writes prepare_acts' bytes; rows out of range throw") {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  const int n = 5;
+  const int64_t k = 512;
+  std::vector<float> x(static_cast<size_t>(n * k));
+  for (auto& v : x) v = dist(rng);
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K,
+                     GgmlType::F16}) {
+    CAPTURE(static_cast<int>(t));
+    Acts whole, pieces;
+    prepare_acts(t, x.data(), n, k, whole);
+    prepare_acts_shape(t, n, k, pieces);
+    CHECK(pieces.row_bytes == whole.row_bytes);
+    // Out of order, as pool threads may run them.
+    prepare_acts_rows(x.data(), 3, 5, pieces);
+    prepare_acts_rows(x.data(), 0, 1, pieces);
+    prepare_acts_rows(x.data(), 1, 3, pieces);
+    CHECK(std::memcmp(whole.data.data(), pieces.data.data(), whole.row_bytes * n) == 0);
+    CHECK_THROWS_AS(prepare_acts_rows(x.data(), 4, 6, pieces), std::out_of_range);
+  }
+}

@@ -54,10 +54,10 @@ void axpy_avx2(float* y, float a, const float* x, int64_t n);
 float dot_f32_avx512(const float* a, const float* b, int64_t n);
 void axpy_avx512(float* y, float a, const float* x, int64_t n);
 
-// prepare_acts bodies (same source compiled per ISA flags; exact elementwise
-// float ops only, so the bytes do not depend on the ISA).
-void prepare_acts_q8(GgmlType wtype, const float* x, int n_tokens, int64_t k, Acts& out);
-void prepare_acts_k(const float* x, int n_tokens, int64_t k, Acts& out);
-void prepare_acts_q4k(const float* x, int n_tokens, int64_t k, Acts& out);
+// prepare_acts bodies (prepare_acts.cpp): token rows [t0, t1) of x into out,
+// exact elementwise float ops only, so the bytes do not depend on the ISA.
+void prepare_acts_q8(GgmlType wtype, const float* x, int t0, int t1, int64_t k, Acts& out);
+void prepare_acts_k(const float* x, int t0, int t1, int64_t k, Acts& out);
+void prepare_acts_q4k(const float* x, int t0, int t1, int64_t k, Acts& out);
 
 }  // namespace epyctune::engine::kernels::detail

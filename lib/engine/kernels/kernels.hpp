@@ -65,6 +65,11 @@ struct Acts {
 // a multiple of the weight type's block size. Output bytes are identical for
 // every ISA.
 void prepare_acts(GgmlType weight_type, const float* x, int n_tokens, int64_t k, Acts& out);
+// The same in two steps, so that threads can fill disjoint token rows: the
+// shape (validated as above; the rows are left unset), then rows [t0, t1)
+// from x, which points at row 0.
+void prepare_acts_shape(GgmlType weight_type, int n_tokens, int64_t k, Acts& out);
+void prepare_acts_rows(const float* x, int t0, int t1, Acts& out);
 
 // y[t * ldy + r] = dot(W[r, :], x_t) for rows r in [r0, r1) and all tokens.
 // W rows are w_row_bytes apart. Thread-safe for disjoint row ranges.

@@ -45,11 +45,11 @@ float quantize_group(const float* x, int n, int16_t* q) {
 
 }  // namespace
 
-void prepare_acts_q8(GgmlType wtype, const float* x, int n_tokens, int64_t k, Acts& out) {
+void prepare_acts_q8(GgmlType wtype, const float* x, int t0, int t1, int64_t k, Acts& out) {
   const int64_t nb = k / 32;
   const int64_t ng = q8_groups(k);
   const int32_t corr_mul = wtype == GgmlType::Q4_0 ? -8 : -128;
-  for (int t = 0; t < n_tokens; ++t) {
+  for (int t = t0; t < t1; ++t) {
     uint8_t* row = out.data.data() + static_cast<size_t>(t) * out.row_bytes;
     const float* xt = x + static_cast<size_t>(t) * static_cast<size_t>(k);
     for (int64_t g = 0; g < ng; ++g) {
@@ -70,10 +70,10 @@ void prepare_acts_q8(GgmlType wtype, const float* x, int n_tokens, int64_t k, Ac
   }
 }
 
-void prepare_acts_q4k(const float* x, int n_tokens, int64_t k, Acts& out) {
+void prepare_acts_q4k(const float* x, int t0, int t1, int64_t k, Acts& out) {
   const int64_t nsb = k / 256;
   const int64_t np = q4k_pairs(k);
-  for (int t = 0; t < n_tokens; ++t) {
+  for (int t = t0; t < t1; ++t) {
     uint8_t* row = out.data.data() + static_cast<size_t>(t) * out.row_bytes;
     const float* xt = x + static_cast<size_t>(t) * static_cast<size_t>(k);
     for (int64_t m = 0; m < np; ++m) {
@@ -100,9 +100,9 @@ void prepare_acts_q4k(const float* x, int n_tokens, int64_t k, Acts& out) {
   }
 }
 
-void prepare_acts_k(const float* x, int n_tokens, int64_t k, Acts& out) {
+void prepare_acts_k(const float* x, int t0, int t1, int64_t k, Acts& out) {
   const int64_t nsb = k / 256;
-  for (int t = 0; t < n_tokens; ++t) {
+  for (int t = t0; t < t1; ++t) {
     uint8_t* row = out.data.data() + static_cast<size_t>(t) * out.row_bytes;
     const float* xt = x + static_cast<size_t>(t) * static_cast<size_t>(k);
     for (int64_t b = 0; b < nsb; ++b) {
@@ -116,7 +116,7 @@ void prepare_acts_k(const float* x, int n_tokens, int64_t k, Acts& out) {
 
 }  // namespace detail
 
-void prepare_acts(GgmlType weight_type, const float* x, int n_tokens, int64_t k, Acts& out) {
+void prepare_acts_shape(GgmlType weight_type, int n_tokens, int64_t k, Acts& out) {
   using namespace detail;
   if (n_tokens < 0 || k <= 0) {
     throw std::invalid_argument("prepare_acts: bad shape n_tokens=" + std::to_string(n_tokens) +
@@ -156,25 +156,38 @@ void prepare_acts(GgmlType weight_type, const float* x, int n_tokens, int64_t k,
   }
   const size_t need = out.row_bytes * static_cast<size_t>(n_tokens);
   if (out.data.size() < need) out.data.resize(need);
+}
+
+void prepare_acts_rows(const float* x, int t0, int t1, Acts& out) {
+  using namespace detail;
+  if (t0 < 0 || t1 > out.n_tokens || t0 > t1)
+    throw std::out_of_range("prepare_acts_rows: rows [" + std::to_string(t0) + ", " +
+                            std::to_string(t1) + ") of " + std::to_string(out.n_tokens));
+  const int64_t k = out.k;
   switch (out.vec_type) {
     case GgmlType::Q8_0:
-      prepare_acts_q8(weight_type, x, n_tokens, k, out);
+      prepare_acts_q8(out.weight_type, x, t0, t1, k, out);
       break;
     case GgmlType::Q8_K:
-      if (weight_type == GgmlType::Q4_K) {
-        prepare_acts_q4k(x, n_tokens, k, out);
+      if (out.weight_type == GgmlType::Q4_K) {
+        prepare_acts_q4k(x, t0, t1, k, out);
       } else {
-        prepare_acts_k(x, n_tokens, k, out);
+        prepare_acts_k(x, t0, t1, k, out);
       }
       break;
     default:
-      for (int t = 0; t < n_tokens; ++t) {
+      for (int t = t0; t < t1; ++t) {
         std::memcpy(out.data.data() + static_cast<size_t>(t) * out.row_bytes,
                     x + static_cast<size_t>(t) * static_cast<size_t>(k),
                     static_cast<size_t>(k) * 4);
       }
       break;
   }
+}
+
+void prepare_acts(GgmlType weight_type, const float* x, int n_tokens, int64_t k, Acts& out) {
+  prepare_acts_shape(weight_type, n_tokens, k, out);
+  prepare_acts_rows(x, 0, n_tokens, out);
 }
 
 }  // namespace epyctune::engine::kernels
