@@ -180,14 +180,10 @@ detail::MatmulFn pick(const MatmulTable& t, GgmlType wtype, WeightLayout layout)
 void matmul_unpacking(detail::MatmulFn fn, GgmlType wtype, const uint8_t* w, size_t row_bytes,
                       const Acts& acts, float* y, int64_t ldy, int64_t r0, int64_t r1) {
   constexpr int64_t kRows = detail::kPanelRows;
-  thread_local std::vector<uint8_t, AlignedAllocator<uint8_t>> buf;
-  buf.resize(row_bytes * kRows);
   for (int64_t r = r0; r < r1; r += kRows) {
     const int64_t n = std::min(kRows, r1 - r);
-    std::memcpy(buf.data(), w + static_cast<size_t>(r) * row_bytes,
-                static_cast<size_t>(n) * row_bytes);
-    unpack_rows(wtype, buf.data(), row_bytes, n, acts.k);
-    fn(buf.data(), row_bytes, acts, y + r, ldy, 0, n);
+    fn(detail::unpacked_copy(wtype, w + static_cast<size_t>(r) * row_bytes, row_bytes, n, acts.k),
+       row_bytes, acts, y + r, ldy, 0, n);
   }
 }
 

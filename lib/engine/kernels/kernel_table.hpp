@@ -54,6 +54,12 @@ void axpy_avx2(float* y, float a, const float* x, int64_t n);
 float dot_f32_avx512(const float* a, const float* b, int64_t n);
 void axpy_avx512(float* y, float a, const float* x, int64_t n);
 
+// n <= 16 packed rows from `rows` (a panel, or the rows of one that remain)
+// copied into this thread's scratch buffer and unpacked there to ggml's
+// layout (pack.cpp). The pointer stays valid until this thread's next call.
+const uint8_t* unpacked_copy(GgmlType t, const uint8_t* rows, size_t row_bytes, int64_t n,
+                             int64_t k);
+
 // prepare_acts bodies (prepare_acts.cpp): token rows [t0, t1) of x into out,
 // exact elementwise float ops only, so the bytes do not depend on the ISA.
 void prepare_acts_q8(GgmlType wtype, const float* x, int t0, int t1, int64_t k, Acts& out);

@@ -92,13 +92,23 @@ void dequantize_packed_row(GgmlType t, const void* rows, size_t row_bytes, int64
     dequantize_row(t, base + static_cast<size_t>(r) * row_bytes, out, k);
     return;
   }
-  // One panel (16 rows) unpacked in a scratch copy: a few microseconds per
-  // looked-up token.
-  thread_local std::vector<uint8_t> scratch;
-  scratch.assign(base + static_cast<size_t>(panel) * row_bytes,
-                 base + static_cast<size_t>(panel + detail::kPanelRows) * row_bytes);
-  unpack_rows(t, scratch.data(), row_bytes, detail::kPanelRows, k);
-  dequantize_row(t, scratch.data() + static_cast<size_t>(r - panel) * row_bytes, out, k);
+  // One panel unpacked in a scratch copy: a few microseconds per looked-up token.
+  const uint8_t* rows16 = detail::unpacked_copy(t, base + static_cast<size_t>(panel) * row_bytes,
+                                                row_bytes, detail::kPanelRows, k);
+  dequantize_row(t, rows16 + static_cast<size_t>(r - panel) * row_bytes, out, k);
 }
+
+namespace detail {
+
+const uint8_t* unpacked_copy(GgmlType t, const uint8_t* rows, size_t row_bytes, int64_t n,
+                             int64_t k) {
+  thread_local std::vector<uint8_t, AlignedAllocator<uint8_t>> scratch;
+  scratch.resize(row_bytes * kPanelRows);
+  std::memcpy(scratch.data(), rows, static_cast<size_t>(n) * row_bytes);
+  unpack_rows(t, scratch.data(), row_bytes, n, k);
+  return scratch.data();
+}
+
+}  // namespace detail
 
 }  // namespace epyctune::engine::kernels
