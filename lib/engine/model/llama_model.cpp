@@ -220,19 +220,21 @@ namespace {
 // chunks; each output element is computed by exactly one chunk, so the split
 // never changes a result.
 void run_matmuls(runtime::ThreadPool& pool, std::initializer_list<MatJob> jobs) {
-  // Each matrix starts at a multiple of kPanel in the row space, so every
-  // chunk starts a packed 16-row panel whatever the matrices' row counts.
-  constexpr int64_t kPanel = 32;
+  // Each matrix starts at a multiple of kAlign rows in the row space, and so
+  // does every chunk: a chunk starts a packed 16-row panel whatever the
+  // matrices' row counts.
+  constexpr int64_t kAlign = 32;
+  auto span = [](const MatJob& j) { return (j.m->rows + kAlign - 1) / kAlign * kAlign; };
   int64_t total = 0, bytes = 0;
   for (const auto& j : jobs) {
-    total += (j.m->rows + kPanel - 1) / kPanel * kPanel;
+    total += span(j);
     bytes += j.m->bytes();
   }
   // ~512 KiB of weights a chunk (~15 us): the kernels' prefetch stops at a
   // chunk's end, which cost 4% of the stream at 128 KiB; 2 MiB chunks left
   // a 9.4 MB matrix too few to balance (paired A/B, 2 threads, 1 GiB).
   const int64_t row_bytes = std::max<int64_t>(1, bytes / total);
-  const int64_t grain = std::max<int64_t>(1, (int64_t{512} << 10) / row_bytes / kPanel) * kPanel;
+  const int64_t grain = std::max<int64_t>(1, (int64_t{512} << 10) / row_bytes / kAlign) * kAlign;
   pool.parallel_stream(total, grain, [&](int64_t b, int64_t e, int) {
     int64_t base = 0;
     for (const auto& j : jobs) {
@@ -240,7 +242,7 @@ void run_matmuls(runtime::ThreadPool& pool, std::initializer_list<MatJob> jobs) 
       if (r0 < r1)
         kernels::matmul_rows(j.m->type, j.m->layout, j.m->data, j.m->row_bytes, *j.acts, j.y, j.ldy,
                              r0 - base, r1 - base);
-      base += (j.m->rows + kPanel - 1) / kPanel * kPanel;
+      base += span(j);
     }
   });
 }
@@ -385,9 +387,9 @@ void LlamaModel::forward_chunk(std::span<const int32_t> tokens, float* logits, b
       const int64_t per_row = (ffn + piece - 1) / piece;
       pool_.parallel_for(B * per_row, 1, [&](int64_t b, int64_t e, int) {
         for (int64_t item = b; item < e; ++item) {
-          const size_t at = size_t(item / per_row) * ffn + size_t(item % per_row * piece);
-          const int64_t n = std::min<int64_t>(piece, ffn - item % per_row * piece);
-          kernels::silu_mul(&s.gate[at], &s.up[at], n);
+          const int64_t from = item % per_row * piece;  // within the token's row
+          const size_t at = size_t(item / per_row) * ffn + size_t(from);
+          kernels::silu_mul(&s.gate[at], &s.up[at], std::min<int64_t>(piece, ffn - from));
         }
       });
     }
