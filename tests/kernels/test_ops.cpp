@@ -1,6 +1,7 @@
 // Float ops against straightforward double-precision formulas.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -82,6 +83,76 @@ TEST_CASE("dot_f32 and axpy give the scalar reference's bits on every ISA") {
       bool same = true;
       for (int j = 0; j < n; ++j) same = same && bits(y[j]) == bits(want_y[j]);
       CHECK(same);
+    }
+  }
+  set_isa(saved);
+}
+
+TEST_CASE("exp_f32 is within 2 ulp of e^x and saturates cleanly") {
+  auto ulps = [](float got, double want) {
+    const float w = static_cast<float>(want);
+    return std::fabs(double(got) - want) / std::fabs(double(std::nextafter(w, INFINITY)) - w);
+  };
+  double worst = 0;
+  // About 1.5 million points, 1e-4 apart relatively, over [-87.3, 88.7]: both
+  // ends of the reduction's n range and the tiny arguments around 0.
+  for (float x = -87.3f; x < 88.7f; x = std::nextafter(x + 1e-4f * std::fabs(x) + 1e-30f, 100.0f)) {
+    const double u = ulps(exp_f32(x), std::exp(double(x)));
+    worst = std::max(worst, u);
+    if (u > 2) {
+      CAPTURE(x);
+      REQUIRE(u <= 2);
+    }
+  }
+  MESSAGE("worst error ", worst, " ulp");
+  CHECK(exp_f32(0.0f) == 1.0f);
+  CHECK(exp_f32(-0.0f) == 1.0f);
+  CHECK(exp_f32(89.0f) == INFINITY);
+  CHECK(exp_f32(INFINITY) == INFINITY);
+  CHECK(exp_f32(-88.0f) == 0.0f);
+  CHECK(exp_f32(-INFINITY) == 0.0f);
+  CHECK(std::isnan(exp_f32(NAN)));
+  CHECK(std::isfinite(exp_f32(88.72f)));
+}
+
+TEST_CASE("softmax, silu_mul and attend give the scalar reference's bits on every ISA") {
+  const Isa saved = active_isa();
+  auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+  };
+  for (int n : {1, 7, 8, 9, 15, 16, 17, 31, 33, 100, 257}) {
+    CAPTURE(n);
+    auto x = randv(n, 11 + n), up = randv(n, 12 + n);
+    // Wide arguments: exp's overflow, underflow and both ends of its range.
+    for (int i = 0; i < n; i += 3) x[i] *= 50.0f;
+    if (n > 4) x[4] = -0.0f;
+    const int hd = 64;
+    const auto q = randv(hd, 5 + n), keys = randv(n * hd, 6 + n), vals = randv(n * hd, 7 + n);
+    std::vector<float> want_soft = x, want_silu = x, want_out(hd), scratch(n);
+    detail::softmax_ref(want_soft.data(), n);
+    detail::silu_mul_ref(want_silu.data(), up.data(), n);
+    detail::attend_ref(q.data(), keys.data(), vals.data(), n, hd, 0.125f, scratch.data(),
+                       want_out.data());
+    // attend is dot, softmax and axpy, in that order.
+    std::vector<float> sc(n), by_parts(hd, 0.0f);
+    for (int j = 0; j < n; ++j)
+      sc[j] = detail::dot_f32_ref(q.data(), &keys[size_t(j) * hd], hd) * 0.125f;
+    detail::softmax_ref(sc.data(), n);
+    for (int j = 0; j < n; ++j) detail::axpy_ref(by_parts.data(), sc[j], &vals[size_t(j) * hd], hd);
+    CHECK(same_bits(by_parts, want_out));
+    for (int i = 0; i <= static_cast<int>(best_isa()); ++i) {
+      const Isa isa = static_cast<Isa>(i);
+      CAPTURE(std::string(isa_name(isa)));
+      set_isa(isa);
+      auto y = x;
+      softmax(y.data(), n);
+      CHECK(same_bits(y, want_soft));
+      y = x;
+      silu_mul(y.data(), up.data(), n);
+      CHECK(same_bits(y, want_silu));
+      std::vector<float> out(hd, 1.0f);
+      attend(q.data(), keys.data(), vals.data(), n, hd, 0.125f, scratch.data(), out.data());
+      CHECK(same_bits(out, want_out));
     }
   }
   set_isa(saved);

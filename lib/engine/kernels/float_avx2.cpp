@@ -6,6 +6,7 @@
 #include "engine/kernels/blocks.hpp"
 #include "engine/kernels/kernel_table.hpp"
 #include "engine/kernels/tile_driver.hpp"
+#include "engine/kernels/vec_math.hpp"
 
 namespace epyctune::engine::kernels::detail {
 namespace {
@@ -128,6 +129,17 @@ void axpy_avx2(float* y, float a, const float* x, int64_t n) {
     _mm256_storeu_ps(
         y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_mul_ps(va, _mm256_loadu_ps(x + i))));
   for (; i < n; ++i) y[i] += a * x[i];
+}
+
+void softmax_avx2(float* x, int64_t n) {
+  softmax_lanes<8>(x, n);
+}
+void silu_mul_avx2(float* gate_inout, const float* up, int64_t n) {
+  silu_mul_lanes<8>(gate_inout, up, n);
+}
+void attend_avx2(const float* q, const float* keys, const float* vals, int64_t n, int64_t hd,
+                 float scale, float* scores, float* out) {
+  attend_lanes<8>(q, keys, vals, n, hd, scale, scores, out, dot_f32_avx2, axpy_avx2);
 }
 
 void fill_avx2_table_float(MatmulTable& t) {

@@ -7,6 +7,7 @@
 #include "engine/kernels/kernel_table.hpp"
 #include "engine/kernels/reduce_avx512.hpp"
 #include "engine/kernels/tile_driver.hpp"
+#include "engine/kernels/vec_math.hpp"
 
 namespace epyctune::engine::kernels::detail {
 namespace {
@@ -90,6 +91,17 @@ void axpy_avx512(float* y, float a, const float* x, int64_t n) {
                           _mm512_add_ps(_mm512_maskz_loadu_ps(m, y + i),
                                         _mm512_mul_ps(va, _mm512_maskz_loadu_ps(m, x + i))));
   }
+}
+
+void softmax_avx512(float* x, int64_t n) {
+  softmax_lanes<16>(x, n);
+}
+void silu_mul_avx512(float* gate_inout, const float* up, int64_t n) {
+  silu_mul_lanes<16>(gate_inout, up, n);
+}
+void attend_avx512(const float* q, const float* keys, const float* vals, int64_t n, int64_t hd,
+                   float scale, float* scores, float* out) {
+  attend_lanes<16>(q, keys, vals, n, hd, scale, scores, out, dot_f32_avx512, axpy_avx512);
 }
 
 void fill_avx512_table_float(MatmulTable& t) {

@@ -53,6 +53,17 @@ float dot_f32_avx2(const float* a, const float* b, int64_t n);
 void axpy_avx2(float* y, float a, const float* x, int64_t n);
 float dot_f32_avx512(const float* a, const float* b, int64_t n);
 void axpy_avx512(float* y, float a, const float* x, int64_t n);
+// The exp-based ops and one head's attention (vec_math.hpp written once over
+// the lanes, so every ISA's copy gives the reference's bits).
+#define EPYCTUNE_VEC_MATH_OPS(sfx)                                                               \
+  void softmax_##sfx(float* x, int64_t n);                                                       \
+  void silu_mul_##sfx(float* gate_inout, const float* up, int64_t n);                            \
+  void attend_##sfx(const float* q, const float* keys, const float* vals, int64_t n, int64_t hd, \
+                    float scale, float* scores, float* out);
+EPYCTUNE_VEC_MATH_OPS(ref)
+EPYCTUNE_VEC_MATH_OPS(avx2)
+EPYCTUNE_VEC_MATH_OPS(avx512)
+#undef EPYCTUNE_VEC_MATH_OPS
 
 // n <= 16 packed rows from `rows` (a panel, or the rows of one that remain)
 // copied into this thread's scratch buffer and unpacked there to ggml's

@@ -99,14 +99,22 @@ void dequantize_packed_row(GgmlType t, const void* rows, size_t row_bytes, int64
 void matmul_rows(GgmlType wtype, WeightLayout layout, const void* w, size_t w_row_bytes,
                  const Acts& acts, float* y, int64_t ldy, int64_t r0, int64_t r1);
 
-// Elementwise / reduction ops on f32: one ISA-independent implementation each
-// (compiled without fast-math and without fp contraction, so deterministic).
+// Elementwise / reduction ops on f32, deterministic (no fast-math, no fp
+// contraction); the ones with per-ISA copies give the same bits on every ISA.
 void rmsnorm(float* out, const float* x, const float* weight, int64_t n, float eps);
 void softmax(float* x, int64_t n);
 void silu_mul(float* gate_inout, const float* up, int64_t n);  // gate = silu(gate) * up
 void add(float* y, const float* x, int64_t n);                 // y += x
 float dot_f32(const float* a, const float* b, int64_t n);
 void axpy(float* y, float a, const float* x, int64_t n);  // y += a * x
+// e^x as the ops compute it (within 2 ulp; +0 below ln(FLT_MIN)).
+float exp_f32(float x);
+// One head's attention over n positions (keys, vals: n rows of hd):
+// scores[j] = dot(q, k_j) * scale, softmax, out = sum_j scores[j] * v_j;
+// scores holds n floats of scratch. Equal to doing it with dot_f32, softmax
+// and axpy.
+void attend(const float* q, const float* keys, const float* vals, int64_t n, int64_t hd,
+            float scale, float* scores, float* out);
 // NeoX- or normal-style rotary embedding on one head vector of head_dim,
 // position pos; cos/sin computed from freq_base and freq_scale.
 void rope(float* head, int head_dim, int n_rot, int pos, float freq_base, float freq_scale,

@@ -347,16 +347,10 @@ void LlamaModel::forward_chunk(std::span<const int32_t> tokens, float* logits, b
         s.kv->load_v(il, g, 0, n_max, ts.vals.data());
         for (int t = t0; t < t1; ++t) {
           const int n = pos_ + t + 1;  // causal: positions 0 .. pos_ + t
-          for (int h = g * group; h < (g + 1) * group; ++h) {
-            const float* qh = &s.q[size_t(t) * dim + size_t(h) * hd];
-            float* out = &s.att[size_t(t) * dim + size_t(h) * hd];
-            for (int j = 0; j < n; ++j)
-              ts.scores[j] = kernels::dot_f32(qh, &ts.keys[size_t(j) * hd], hd) * scale;
-            kernels::softmax(ts.scores.data(), n);
-            std::fill(out, out + hd, 0.0f);
-            for (int j = 0; j < n; ++j)
-              kernels::axpy(out, ts.scores[j], &ts.vals[size_t(j) * hd], hd);
-          }
+          for (int h = g * group; h < (g + 1) * group; ++h)
+            kernels::attend(&s.q[size_t(t) * dim + size_t(h) * hd], ts.keys.data(), ts.vals.data(),
+                            n, hd, scale, ts.scores.data(),
+                            &s.att[size_t(t) * dim + size_t(h) * hd]);
         }
       }
     });

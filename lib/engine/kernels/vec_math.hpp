@@ -1,0 +1,168 @@
+// exp, SiLU-times-up and softmax written once over W lanes: W = 1 is plain
+// float (the scalar reference in ops.cpp), W = 8 and 16 are GCC vector types
+// that float_avx2.cpp and float_avx512.cpp compile to ymm / zmm code. Every
+// lane performs the same IEEE operations in the same order (the kernels
+// library is built with -ffp-contract=off, so no fma appears unasked), hence
+// the ISAs agree bit for bit by construction, and libm's scalar expf (which
+// the vector copies could not reproduce) is out of the forward pass.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "engine/kernels/blocks.hpp"
+
+namespace epyctune::engine::kernels::detail {
+// Internal linkage: this header is compiled into TUs with different ISA
+// flags, and one TU must never call another TU's copy.
+namespace {
+
+// (Spelled out per width: GCC drops vector_size on a dependent size.)
+using F8 = float __attribute__((vector_size(32)));
+using I8 = int32_t __attribute__((vector_size(32)));
+using F16 = float __attribute__((vector_size(64)));
+using I16 = int32_t __attribute__((vector_size(64)));
+
+template <int W>
+struct Lanes;
+template <>
+struct Lanes<16> {
+  using F = F16;
+  using I = I16;
+  static I to_int(F v) { return __builtin_convertvector(v, I); }
+};
+template <>
+struct Lanes<8> {
+  using F = F8;
+  using I = I8;
+  static I to_int(F v) { return __builtin_convertvector(v, I); }
+};
+template <>
+struct Lanes<1> {
+  using F = float;
+  using I = int32_t;
+  static I to_int(F v) { return static_cast<int32_t>(v); }
+};
+
+template <int W>
+[[gnu::always_inline]] inline typename Lanes<W>::F load(const float* p) {
+  typename Lanes<W>::F v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+template <int W>
+[[gnu::always_inline]] inline void store(float* p, typename Lanes<W>::F v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
+// e^x: Cody-Waite reduction x = n ln2 + r (ln2 in two parts, the first with
+// 9 significant bits so n * kLn2Hi is exact), a degree-6 polynomial for e^r
+// on |r| <= ln2/2 (Cephes' expf coefficients), and 2^n applied as two
+// factors 2^floor(n/2) * 2^(n - floor(n/2)), each a normal float for n in
+// [-126, 128]. Within 2 ulp of the correctly rounded result (tested);
+// +inf above ln(FLT_MAX), +0 below ln(FLT_MIN) (no subnormal results), NaN
+// stays NaN.
+template <int W>
+[[gnu::always_inline]] inline typename Lanes<W>::F exp_lanes(typename Lanes<W>::F x) {
+  using F = typename Lanes<W>::F;
+  using I = typename Lanes<W>::I;
+  constexpr float kHi = 88.72283935546875f, kLo = -87.33654022216797f;
+  const F xc0 = x > kLo ? x : F{} + kLo;  // NaN compares false: clamped here, restored below
+  const F xc = xc0 < kHi ? xc0 : F{} + kHi;
+  // Adding and subtracting 1.5 * 2^23 rounds to the nearest integer (ties
+  // to even) for |t| < 2^22, the same in every lane and the scalar path.
+  const F t = xc * 1.44269504088896341f;
+  const F n = (t + 12582912.0f) - 12582912.0f;
+  F r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  const F z = r * r;
+  F p = F{} + 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const F y = (p * z + r) + 1.0f;
+  const I ni = Lanes<W>::to_int(n);
+  const I n1 = ni >> 1;
+  const I n2 = ni - n1;
+  const F s1 = __builtin_bit_cast(F, static_cast<I>((n1 + 127) << 23));
+  const F s2 = __builtin_bit_cast(F, static_cast<I>((n2 + 127) << 23));
+  F e = (y * s1) * s2;
+  e = x > kHi ? F{} + __builtin_inff() : e;
+  e = x < kLo ? F{} : e;
+  return x != x ? x : e;
+}
+
+// gate[i] = gate[i] / (1 + e^-gate[i]) * up[i]; elementwise, so the tail's
+// scalar lanes compute exactly what a vector lane would.
+template <int W>
+void silu_mul_lanes(float* gate, const float* up, int64_t n) {
+  int64_t i = 0;
+  if constexpr (W > 1) {
+    for (; i + W <= n; i += W) {
+      const auto g = load<W>(gate + i);
+      store<W>(gate + i, (g / (1.0f + exp_lanes<W>(-g))) * load<W>(up + i));
+    }
+  }
+  for (; i < n; ++i) {
+    const float g = gate[i];
+    gate[i] = (g / (1.0f + exp_lanes<1>(-g))) * up[i];
+  }
+}
+
+// Softmax in place: the max, then e^(x - max) summed into 16 stripes
+// (element i into stripe i % 16) and reduced with reduce16, then scaled by
+// 1 / sum. W divides 16, so stripe j is lane j % W of vector j / W.
+template <int W>
+void softmax_lanes(float* x, int64_t n) {
+  static_assert(16 % W == 0);
+  if (n <= 0) return;
+  float max = x[0];
+  for (int64_t i = 1; i < n; ++i) max = x[i] > max ? x[i] : max;
+  float acc[16] = {};
+  int64_t i = 0;
+  if constexpr (W > 1) {
+    typename Lanes<W>::F a[16 / W] = {};
+    for (; i + 16 <= n; i += 16) {
+#pragma GCC unroll 2
+      for (int v = 0; v < 16 / W; ++v) {
+        const auto e = exp_lanes<W>(load<W>(x + i + v * W) - max);
+        store<W>(x + i + v * W, e);
+        a[v] = a[v] + e;
+      }
+    }
+    for (int v = 0; v < 16 / W; ++v) store<W>(acc + v * W, a[v]);
+  } else {
+    for (; i + 16 <= n; i += 16) {
+      for (int j = 0; j < 16; ++j) {
+        x[i + j] = exp_lanes<1>(x[i + j] - max);
+        acc[j] += x[i + j];
+      }
+    }
+  }
+  for (int j = 0; i < n; ++i, ++j) {
+    x[i] = exp_lanes<1>(x[i] - max);
+    acc[j] += x[i];
+  }
+  const float inv = 1.0f / reduce16(acc);
+  int64_t k = 0;
+  if constexpr (W > 1)
+    for (; k + W <= n; k += W) store<W>(x + k, load<W>(x + k) * inv);
+  for (; k < n; ++k) x[k] *= inv;
+}
+
+// One query head against n cached positions: scores = softmax(q . k_j *
+// scale), out = sum_j scores[j] * v_j in order of j, with this ISA's dot and
+// axpy (each bit-identical to the reference's), in one call instead of 2n.
+template <int W, class Dot, class Axpy>
+void attend_lanes(const float* q, const float* keys, const float* vals, int64_t n, int64_t hd,
+                  float scale, float* scores, float* out, Dot dot, Axpy axpy) {
+  for (int64_t j = 0; j < n; ++j) scores[j] = dot(q, keys + j * hd, hd) * scale;
+  softmax_lanes<W>(scores, n);
+  std::memset(out, 0, sizeof(float) * static_cast<size_t>(hd));
+  for (int64_t j = 0; j < n; ++j) axpy(out, scores[j], vals + j * hd, hd);
+}
+
+}  // namespace
+}  // namespace epyctune::engine::kernels::detail
