@@ -131,16 +131,7 @@ void axpy_avx2(float* y, float a, const float* x, int64_t n) {
   for (; i < n; ++i) y[i] += a * x[i];
 }
 
-void softmax_avx2(float* x, int64_t n) {
-  softmax_lanes<8>(x, n);
-}
-void silu_mul_avx2(float* gate_inout, const float* up, int64_t n) {
-  silu_mul_lanes<8>(gate_inout, up, n);
-}
-void attend_avx2(const float* q, const float* keys, const float* vals, int64_t n, int64_t hd,
-                 float scale, float* scores, float* out) {
-  attend_lanes<8>(q, keys, vals, n, hd, scale, scores, out, dot_f32_avx2, axpy_avx2);
-}
+EPYCTUNE_VEC_MATH_DEFINE(avx2, 8)
 
 void fill_avx2_table_float(MatmulTable& t) {
   t.f32 = matmul<F::f32>;

@@ -93,16 +93,7 @@ void axpy_avx512(float* y, float a, const float* x, int64_t n) {
   }
 }
 
-void softmax_avx512(float* x, int64_t n) {
-  softmax_lanes<16>(x, n);
-}
-void silu_mul_avx512(float* gate_inout, const float* up, int64_t n) {
-  silu_mul_lanes<16>(gate_inout, up, n);
-}
-void attend_avx512(const float* q, const float* keys, const float* vals, int64_t n, int64_t hd,
-                   float scale, float* scores, float* out) {
-  attend_lanes<16>(q, keys, vals, n, hd, scale, scores, out, dot_f32_avx512, axpy_avx512);
-}
+EPYCTUNE_VEC_MATH_DEFINE(avx512, 16)
 
 void fill_avx512_table_float(MatmulTable& t) {
   t.f32 = matmul<F::f32>;

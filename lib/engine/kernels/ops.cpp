@@ -51,86 +51,55 @@ void axpy_ref(float* y, float a, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
-void softmax_ref(float* x, int64_t n) {
-  softmax_lanes<1>(x, n);
-}
-void silu_mul_ref(float* gate_inout, const float* up, int64_t n) {
-  silu_mul_lanes<1>(gate_inout, up, n);
-}
-void attend_ref(const float* q, const float* keys, const float* vals, int64_t n, int64_t hd,
-                float scale, float* scores, float* out) {
-  attend_lanes<1>(q, keys, vals, n, hd, scale, scores, out, dot_f32_ref, axpy_ref);
-}
+EPYCTUNE_VEC_MATH_DEFINE(ref, 1)
 
 }  // namespace detail
 
-// Attention calls these per cached position: scalar, they were 5% of an
-// 8-token 7B verify pass.
-float dot_f32(const float* a, const float* b, int64_t n) {
+namespace {
+
+// An op's copy for the active ISA (both AVX-512 levels share one).
+template <class Fn>
+Fn for_isa(Fn ref, Fn avx2, Fn avx512) {
   switch (active_isa()) {
     case Isa::avx512:
     case Isa::avx512vnni:
-      return detail::dot_f32_avx512(a, b, n);
+      return avx512;
     case Isa::avx2:
-      return detail::dot_f32_avx2(a, b, n);
+      return avx2;
     default:
-      return detail::dot_f32_ref(a, b, n);
+      return ref;
   }
 }
 
+}  // namespace
+
+// Attention called dot_f32 / axpy per cached position (scalar, 5% of an
+// 8-token 7B verify pass); attend now makes one call per head. The exp-based
+// ops were a scalar libm expf per element: SwiGLU's was 3% of an 8-token pass.
+float dot_f32(const float* a, const float* b, int64_t n) {
+  return for_isa(detail::dot_f32_ref, detail::dot_f32_avx2, detail::dot_f32_avx512)(a, b, n);
+}
+
 void axpy(float* y, float a, const float* x, int64_t n) {
-  switch (active_isa()) {
-    case Isa::avx512:
-    case Isa::avx512vnni:
-      return detail::axpy_avx512(y, a, x, n);
-    case Isa::avx2:
-      return detail::axpy_avx2(y, a, x, n);
-    default:
-      return detail::axpy_ref(y, a, x, n);
-  }
+  for_isa(detail::axpy_ref, detail::axpy_avx2, detail::axpy_avx512)(y, a, x, n);
 }
 
 float exp_f32(float x) {
   return detail::exp_lanes<1>(x);
 }
 
-// The exp-based ops were a scalar libm expf per element: SwiGLU's was 3% of
-// an 8-token 7B pass.
 void softmax(float* x, int64_t n) {
-  switch (active_isa()) {
-    case Isa::avx512:
-    case Isa::avx512vnni:
-      return detail::softmax_avx512(x, n);
-    case Isa::avx2:
-      return detail::softmax_avx2(x, n);
-    default:
-      return detail::softmax_ref(x, n);
-  }
+  for_isa(detail::softmax_ref, detail::softmax_avx2, detail::softmax_avx512)(x, n);
 }
 
 void silu_mul(float* gate_inout, const float* up, int64_t n) {
-  switch (active_isa()) {
-    case Isa::avx512:
-    case Isa::avx512vnni:
-      return detail::silu_mul_avx512(gate_inout, up, n);
-    case Isa::avx2:
-      return detail::silu_mul_avx2(gate_inout, up, n);
-    default:
-      return detail::silu_mul_ref(gate_inout, up, n);
-  }
+  for_isa(detail::silu_mul_ref, detail::silu_mul_avx2, detail::silu_mul_avx512)(gate_inout, up, n);
 }
 
 void attend(const float* q, const float* keys, const float* vals, int64_t n, int64_t hd,
             float scale, float* scores, float* out) {
-  switch (active_isa()) {
-    case Isa::avx512:
-    case Isa::avx512vnni:
-      return detail::attend_avx512(q, keys, vals, n, hd, scale, scores, out);
-    case Isa::avx2:
-      return detail::attend_avx2(q, keys, vals, n, hd, scale, scores, out);
-    default:
-      return detail::attend_ref(q, keys, vals, n, hd, scale, scores, out);
-  }
+  for_isa(detail::attend_ref, detail::attend_avx2, detail::attend_avx512)(q, keys, vals, n, hd,
+                                                                          scale, scores, out);
 }
 
 // theta_i = pos * freq_scale * freq_base^(-2i/n_rot), computed in double and

@@ -166,3 +166,17 @@ void attend_lanes(const float* q, const float* keys, const float* vals, int64_t 
 
 }  // namespace
 }  // namespace epyctune::engine::kernels::detail
+
+// Defines softmax_SFX, silu_mul_SFX and attend_SFX (kernel_table.hpp) in
+// namespace detail from the W-lane templates and dot_f32_SFX / axpy_SFX.
+#define EPYCTUNE_VEC_MATH_DEFINE(sfx, W)                                                         \
+  void softmax_##sfx(float* x, int64_t n) {                                                      \
+    softmax_lanes<W>(x, n);                                                                      \
+  }                                                                                              \
+  void silu_mul_##sfx(float* gate_inout, const float* up, int64_t n) {                           \
+    silu_mul_lanes<W>(gate_inout, up, n);                                                        \
+  }                                                                                              \
+  void attend_##sfx(const float* q, const float* keys, const float* vals, int64_t n, int64_t hd, \
+                    float scale, float* scores, float* out) {                                    \
+    attend_lanes<W>(q, keys, vals, n, hd, scale, scores, out, dot_f32_##sfx, axpy_##sfx);        \
+  }
