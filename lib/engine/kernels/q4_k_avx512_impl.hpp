@@ -27,10 +27,14 @@ using tiles16::kTileRows;
 using tiles16::Tile;
 
 constexpr size_t kPanelBlock = kTileRows * sizeof(BlockQ4_K);  // 2304
-// Panel super-blocks the software prefetch runs ahead: 2 threads, 1 GiB
-// from DRAM, one token 1 (47.4 GB/s; 2: 45.8), 8 tokens 2 (32.8; 1: 29.7).
-template <int T>
-constexpr int64_t kPrefetchBlocks = T == 1 ? 1 : 2;
+// Panel super-blocks the software prefetch runs ahead: 2 (8 tokens, 2
+// threads, 1 GiB from DRAM: 32.8 GB/s, 1 ahead 29.7). One token: the 7B
+// decode, paired runs alternating in the same minutes, 2 ahead took
+// 0.82-0.98x the time of 1 ahead in 8 pairs of 2026-11-23 09:2x (3 ahead
+// 0.74-1.45x); an earlier session had 1 ahead best in slow minutes (probe
+// ~40 GB/s: 87 ms against 95) and 2 in good ones (63 against 69). The K=2
+// pass beat K=1 with 1 ahead, i.e. the one-token stream ran short.
+constexpr int64_t kPrefetchBlocks = 2;
 
 // Super-block b of 16 ggml rows, written in the panel layout.
 [[gnu::always_inline]] inline void rows_to_panel(const uint8_t* const* rows, __m512i offs,
@@ -169,7 +173,7 @@ template <bool kVnni, int T>
   Tile<T> tile(arows, acc);
   for (int64_t b = 0; b < nsb; ++b) {
     const uint8_t* blk = panel + static_cast<size_t>(b) * kPanelBlock;
-    const uint8_t* ahead = blk + kPrefetchBlocks<T> * kPanelBlock;
+    const uint8_t* ahead = blk + kPrefetchBlocks * kPanelBlock;
     super_block<kVnni, T>(blk, b, tile.arows, tile.acc,
                           ahead + kPanelBlock <= pf_end ? ahead : nullptr);
   }
