@@ -99,11 +99,9 @@ template <int W>
 template <int W>
 void silu_mul_lanes(float* gate, const float* up, int64_t n) {
   int64_t i = 0;
-  if constexpr (W > 1) {
-    for (; i + W <= n; i += W) {
-      const auto g = load<W>(gate + i);
-      store<W>(gate + i, (g / (1.0f + exp_lanes<W>(-g))) * load<W>(up + i));
-    }
+  for (; i + W <= n; i += W) {
+    const auto g = load<W>(gate + i);
+    store<W>(gate + i, (g / (1.0f + exp_lanes<W>(-g))) * load<W>(up + i));
   }
   for (; i < n; ++i) {
     const float g = gate[i];
@@ -120,35 +118,25 @@ void softmax_lanes(float* x, int64_t n) {
   if (n <= 0) return;
   float max = x[0];
   for (int64_t i = 1; i < n; ++i) max = x[i] > max ? x[i] : max;
-  float acc[16] = {};
+  typename Lanes<W>::F a[16 / W] = {};
   int64_t i = 0;
-  if constexpr (W > 1) {
-    typename Lanes<W>::F a[16 / W] = {};
-    for (; i + 16 <= n; i += 16) {
+  for (; i + 16 <= n; i += 16) {
 #pragma GCC unroll 2
-      for (int v = 0; v < 16 / W; ++v) {
-        const auto e = exp_lanes<W>(load<W>(x + i + v * W) - max);
-        store<W>(x + i + v * W, e);
-        a[v] = a[v] + e;
-      }
-    }
-    for (int v = 0; v < 16 / W; ++v) store<W>(acc + v * W, a[v]);
-  } else {
-    for (; i + 16 <= n; i += 16) {
-      for (int j = 0; j < 16; ++j) {
-        x[i + j] = exp_lanes<1>(x[i + j] - max);
-        acc[j] += x[i + j];
-      }
+    for (int v = 0; v < 16 / W; ++v) {
+      const auto e = exp_lanes<W>(load<W>(x + i + v * W) - max);
+      store<W>(x + i + v * W, e);
+      a[v] = a[v] + e;
     }
   }
+  float acc[16];
+  for (int v = 0; v < 16 / W; ++v) store<W>(acc + v * W, a[v]);
   for (int j = 0; i < n; ++i, ++j) {
     x[i] = exp_lanes<1>(x[i] - max);
     acc[j] += x[i];
   }
   const float inv = 1.0f / reduce16(acc);
   int64_t k = 0;
-  if constexpr (W > 1)
-    for (; k + W <= n; k += W) store<W>(x + k, load<W>(x + k) * inv);
+  for (; k + W <= n; k += W) store<W>(x + k, load<W>(x + k) * inv);
   for (; k < n; ++k) x[k] *= inv;
 }
 
