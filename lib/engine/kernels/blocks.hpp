@@ -239,11 +239,19 @@ constexpr size_t kQ4KPanelQs = 256;
 //   [0, 512)   8 rows of 64 bytes: row i, lane L (bytes 4L..4L+3) = elements
 //              4i..4i+3 of lane L's sub-block;
 //   [512, 576) 16 floats: the scale d of lane L's super-block;
-//   [576, 640) 16 floats: the sum of lane L's sub-block quants (for the mins;
-//              exact integers).
+//   [576, 608) 16 int16: the sums of the sub-blocks' quants (for the mins;
+//              |sum| <= 32 x 127), super-block h's 8 at 576 + 16h in the order
+//              of q4k_isum_slot, so that its dword i is the pair of sums that
+//              meets the weights' int16 pairs of mins i (dword i of a row:
+//              mins 0|2, 1|3, 4|6, 5|7) in one vpdpwssd / vpmaddwd;
+//   [608, 640) zero.
 constexpr size_t kQ4KPairBytes = 640;
 constexpr size_t kQ4KPairD = 512;
-constexpr size_t kQ4KPairBsum = 576;
+constexpr size_t kQ4KPairIsum = 576;
+// Slot (0..7) of sub-block j's sum among its super-block's 8 int16.
+constexpr int q4k_isum_slot(int j) {
+  return 4 * (j / 4) + 2 * (j % 2) + (j % 4) / 2;
+}
 inline int64_t q4k_pairs(int64_t k) {
   return (k / 256 + 1) / 2;
 }

@@ -80,7 +80,7 @@ void prepare_acts_q4k(const float* x, int t0, int t1, int64_t k, Acts& out) {
       uint8_t* rec = row + static_cast<size_t>(m) * kQ4KPairBytes;
       auto* qs = reinterpret_cast<int8_t*>(rec);
       auto* d = reinterpret_cast<float*>(rec + kQ4KPairD);
-      auto* bsum = reinterpret_cast<float*>(rec + kQ4KPairBsum);
+      int16_t isum[16] = {};
       for (int h = 0; h < 2; ++h) {
         const int64_t b = 2 * m + h;
         int8_t q[256] = {};
@@ -90,12 +90,15 @@ void prepare_acts_q4k(const float* x, int t0, int t1, int64_t k, Acts& out) {
           d[L] = db;
           int sum = 0;
           for (int e = 0; e < 32; ++e) sum += q[32 * j + e];
-          bsum[L] = static_cast<float>(sum);  // |sum| <= 32 * 127: exact
+          isum[8 * h + q4k_isum_slot(j)] = static_cast<int16_t>(sum);  // |sum| <= 32 * 127
           for (int i = 0; i < 8; ++i) {
             std::memcpy(qs + q4k_pair_pos(L, 4 * i), q + 32 * j + 4 * i, 4);
           }
         }
       }
+      std::memcpy(rec + kQ4KPairIsum, isum, sizeof(isum));
+      std::memset(rec + kQ4KPairIsum + sizeof(isum), 0,
+                  kQ4KPairBytes - kQ4KPairIsum - sizeof(isum));
     }
   }
 }

@@ -3,9 +3,9 @@
 // super-block of the 8 rows is transposed into a buffer (vector q lane L =
 // dword q of row L's block, as in the packed16 panels), then each sub-block
 // is 8 weight vectors against a token's broadcast activation dwords
-// (vpmaddubsw + vpmaddwd), one fma by the rows' scales and one by their
-// mins, and the activations' scale once per super-block: each lane's chain
-// is the scalar reference's per-row sum. Up to 4
+// (vpmaddubsw + vpmaddwd) and one fma by the rows' scales; the mins' exact
+// integer sum and the activations' scale go in once per super-block: each
+// lane's chain is the scalar reference's per-row sum. Up to 4
 // tokens per pass over the weights.
 #include <immintrin.h>
 
@@ -38,22 +38,17 @@ inline void super_block(const uint8_t* vb, size_t vs, int64_t b, const uint8_t* 
   __m256 sb[T];
   for (auto& x : sb) x = _mm256_setzero_ps();
   for (int j = 0; j < 8; ++j) {
-    __m256i sc, mn;
+    __m256i sc;
     if (j < 4) {
       const __m128i s = _mm_cvtsi32_si128(8 * j);
       sc = _mm256_and_si256(_mm256_srl_epi32(V(1), s), m63);
-      mn = _mm256_and_si256(_mm256_srl_epi32(V(2), s), m63);
     } else {
       const int jj = j - 4;
-      const __m128i s = _mm_cvtsi32_si128(8 * jj), s4 = _mm_cvtsi32_si128(8 * jj + 4),
-                    s6 = _mm_cvtsi32_si128(8 * jj + 6);
+      const __m128i s = _mm_cvtsi32_si128(8 * jj), s6 = _mm_cvtsi32_si128(8 * jj + 6);
       sc = _mm256_or_si256(_mm256_and_si256(_mm256_srl_epi32(V(3), s), m15),
                            _mm256_slli_epi32(_mm256_and_si256(_mm256_srl_epi32(V(1), s6), m3), 4));
-      mn = _mm256_or_si256(_mm256_and_si256(_mm256_srl_epi32(V(3), s4), m15),
-                           _mm256_slli_epi32(_mm256_and_si256(_mm256_srl_epi32(V(2), s6), m3), 4));
     }
     const __m256 ws = _mm256_mul_ps(_mm256_cvtepi32_ps(sc), d);
-    const __m256 wm = _mm256_mul_ps(_mm256_cvtepi32_ps(mn), dmin);
     __m256i w[8];
     const __m128i shift = _mm_cvtsi32_si128(4 * (j % 2));
 #pragma GCC unroll 8
@@ -72,15 +67,33 @@ inline void super_block(const uint8_t* vb, size_t vs, int64_t b, const uint8_t* 
       __m256i s16 = _mm256_maddubs_epi16(w[0], bc(0));
 #pragma GCC unroll 8
       for (int i = 1; i < 8; ++i) s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(w[i], bc(i)));
-      float bs;
-      std::memcpy(&bs, rec + kQ4KPairBsum + 4 * L, 4);
       sb[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(s16, ones)), ws, sb[t]);
-      sb[t] = _mm256_fnmadd_ps(_mm256_set1_ps(bs), wm, sb[t]);
     }
   }
+  // Every row's mins as bytes (byte j % 4 of mn[j / 4]; bits 4-5 of mins
+  // 4..7 come from bits 6-7 of V(2), the dword shift's spill is masked off),
+  // then as int16 pairs 0|2, 1|3, 4|6, 5|7: the order of the record's
+  // sub-block sums (blocks.hpp), so sum_j m_j * isum_j is four vpmaddwd.
+  const __m256i b63 = _mm256_set1_epi8(0x3F), b30 = _mm256_set1_epi8(0x30),
+                lo16 = _mm256_set1_epi32(0x00FF00FF);
+  const __m256i mn[2] = {_mm256_and_si256(V(2), b63),
+                         _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(V(3), 4), m4),
+                                         _mm256_and_si256(_mm256_srli_epi32(V(2), 2), b30))};
+  const __m256i m16[4] = {_mm256_and_si256(mn[0], lo16), _mm256_srli_epi16(mn[0], 8),
+                          _mm256_and_si256(mn[1], lo16), _mm256_srli_epi16(mn[1], 8)};
   for (int t = 0; t < T; ++t) {
+    const uint8_t* rec = arows[t] + rec_off;
+    const uint8_t* isum = rec + kQ4KPairIsum + 16 * (b % 2);
+    auto bc = [&](int i) {
+      int32_t x;
+      std::memcpy(&x, isum + 4 * i, 4);
+      return _mm256_set1_epi32(x);
+    };
+    __m256i ms = _mm256_madd_epi16(m16[0], bc(0));
+    for (int i = 1; i < 4; ++i) ms = _mm256_add_epi32(ms, _mm256_madd_epi16(m16[i], bc(i)));
+    sb[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(ms), dmin, sb[t]);
     float da;
-    std::memcpy(&da, arows[t] + rec_off + kQ4KPairD + 4 * (8 * (b % 2)), 4);
+    std::memcpy(&da, rec + kQ4KPairD + 4 * (8 * (b % 2)), 4);
     acc[t] = _mm256_fmadd_ps(sb[t], _mm256_set1_ps(da), acc[t]);
   }
 }

@@ -96,7 +96,9 @@ void matmul_q4_K(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* 
       const auto& blk = reinterpret_cast<const BlockQ4_K*>(row)[b];
       const float dw = fp16_to_f32(blk.d), dmin = fp16_to_f32(blk.dmin);
       const float da = reinterpret_cast<const float*>(rec + kQ4KPairD)[8 * (b % 2)];
+      const auto* isum = reinterpret_cast<const int16_t*>(rec + kQ4KPairIsum) + 8 * (b % 2);
       float sb = 0.0f;
+      int msum = 0;  // |msum| <= 8 * 63 * 32 * 127 < 2^24: exact as a float
       for (int j = 0; j < 8; ++j) {
         const int L = static_cast<int>(8 * (b % 2)) + j;
         uint8_t sc, m;
@@ -107,11 +109,10 @@ void matmul_q4_K(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* 
           const int q = (j & 1) ? byte >> 4 : byte & 0xF;
           p += q * qa[q4k_pair_pos(L, e)];
         }
-        const float bs = reinterpret_cast<const float*>(rec + kQ4KPairBsum)[L];
-        const float ws = dw * static_cast<float>(sc), wm = dmin * static_cast<float>(m);
-        sb = std::fma(static_cast<float>(p), ws, sb);
-        sb = std::fma(-bs, wm, sb);
+        sb = std::fma(static_cast<float>(p), dw * static_cast<float>(sc), sb);
+        msum += m * isum[q4k_isum_slot(j)];
       }
+      sb = std::fma(-static_cast<float>(msum), dmin, sb);
       acc = std::fma(sb, da, acc);
     }
     return acc;
