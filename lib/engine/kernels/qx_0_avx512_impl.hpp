@@ -100,11 +100,7 @@ template <bool kQ4, bool kVnni>
 template <bool kQ4, bool kVnni>
 [[gnu::always_inline]] inline __m512i block_dot(const Group& g, const uint8_t* rec, int L) {
   const uint8_t* a = rec + 4 * L;
-  auto bc = [&](int i) {
-    int32_t v;
-    std::memcpy(&v, a + 64 * i, 4);
-    return _mm512_set1_epi32(v);
-  };
+  auto bc = [&](int i) { return tiles16::broadcast_dword(a + 64 * i); };
   int32_t c;
   std::memcpy(&c, rec + kQ8GroupCorr + 4 * L, 4);
   if constexpr (kVnni) {

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "engine/kernels/kernels.hpp"
 #include "engine/kernels/row_tiles.hpp"
@@ -61,6 +62,13 @@ constexpr int64_t kTileRows = 16;
 [[gnu::always_inline]] inline __m512i gather16(const uint8_t* const* rows, __m512i offs,
                                                size_t off) {
   return _mm512_i32gather_epi32(offs, rows[0] + off, 1);
+}
+
+// The int32 at p (an activation dword: 4 quants, or two int16) in all 16 lanes.
+[[gnu::always_inline]] inline __m512i broadcast_dword(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
 }
 
 struct Zmm {
