@@ -58,11 +58,7 @@ inline void super_block(const uint8_t* vb, size_t vs, int64_t b, const uint8_t* 
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
       const uint8_t* rec = arows[t] + rec_off;
-      auto bc = [&](int i) {
-        int32_t x;
-        std::memcpy(&x, rec + 4 * L + 64 * i, 4);
-        return _mm256_set1_epi32(x);
-      };
+      auto bc = [&](int i) { return tiles8::broadcast_dword(rec + 4 * L + 64 * i); };
       // |pair| <= 2 * 15 * 128, so eight of them still fit int16.
       __m256i s16 = _mm256_maddubs_epi16(w[0], bc(0));
 #pragma GCC unroll 8
@@ -84,11 +80,7 @@ inline void super_block(const uint8_t* vb, size_t vs, int64_t b, const uint8_t* 
   for (int t = 0; t < T; ++t) {
     const uint8_t* rec = arows[t] + rec_off;
     const uint8_t* isum = rec + kQ4KPairIsum + 16 * (b % 2);
-    auto bc = [&](int i) {
-      int32_t x;
-      std::memcpy(&x, isum + 4 * i, 4);
-      return _mm256_set1_epi32(x);
-    };
+    auto bc = [&](int i) { return tiles8::broadcast_dword(isum + 4 * i); };
     __m256i ms = _mm256_madd_epi16(m16[0], bc(0));
     for (int i = 1; i < 4; ++i) ms = _mm256_add_epi32(ms, _mm256_madd_epi16(m16[i], bc(i)));
     sb[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(ms), dmin, sb[t]);

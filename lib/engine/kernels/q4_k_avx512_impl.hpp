@@ -4,9 +4,10 @@
 // L of every vector is row L of a 16-row tile: a sub-block of 16 rows is 8
 // weight vectors, a token's activation dword is broadcast to all rows, then
 // one fma by the rows' scales; the mins go in once per super-block, as an
-// exact integer sum; each lane's chain is the scalar reference's per-row sum. Up to 8 tokens share
-// one pass over the weights. ggml rows are first transposed into the panel
-// layout, one super-block at a time, in a buffer that stays in L1.
+// exact integer sum; each lane's chain is the scalar reference's per-row
+// sum. Up to 8 tokens share one pass over the weights. ggml rows are first
+// transposed into the panel layout, one super-block at a time, in a buffer
+// that stays in L1.
 #pragma once
 
 #include <immintrin.h>

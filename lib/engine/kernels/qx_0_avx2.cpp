@@ -47,11 +47,7 @@ inline void load_rows(const uint8_t* const* rows, __m256i offs, int64_t b, Group
 template <bool kQ4>
 inline __m256i block_dot(const Group& g, const uint8_t* rec, int L) {
   const uint8_t* a = rec + 4 * L;
-  auto bc = [&](int i) {
-    int32_t v;
-    std::memcpy(&v, a + 64 * i, 4);
-    return _mm256_set1_epi32(v);
-  };
+  auto bc = [&](int i) { return tiles8::broadcast_dword(a + 64 * i); };
   const __m256i ones = _mm256_set1_epi16(1);
   if constexpr (kQ4) {
     int32_t c;

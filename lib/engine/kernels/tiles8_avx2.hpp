@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "engine/kernels/blocks.hpp"
 #include "engine/kernels/kernels.hpp"
@@ -57,6 +58,13 @@ inline __m256i row_offsets(const uint8_t* const* rows) {
 }
 inline __m256i gather8(const uint8_t* const* rows, __m256i offs, size_t off) {
   return _mm256_i32gather_epi32(reinterpret_cast<const int*>(rows[0] + off), offs, 1);
+}
+
+// The int32 at p (an activation dword: 4 quants, or two int16) in all 8 lanes.
+inline __m256i broadcast_dword(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
 }
 
 struct Ymm {
