@@ -348,7 +348,9 @@ TEST_CASE("packed16 rows give the scalar oracle's bits on every ISA and row spli
         auto packed = w.data;
         pack_rows(t, packed.data(), w.row_bytes, rows, k);
         for (int n_tokens : {1, 2, 3, 4, 5, 8, 9, 17}) {
-          if (rows > 7 && n_tokens != 1 && n_tokens != 8 && n_tokens != 9) continue;
+          if (rows > 7 && n_tokens != 1 && n_tokens != 8 && n_tokens != 9 &&
+              !(rows == 37 && n_tokens == 3))
+            continue;
           CAPTURE(n_tokens);
           const auto x = make_x(n_tokens, k, 3 + static_cast<uint32_t>(n_tokens));
           const int64_t ldy = rows + 3;

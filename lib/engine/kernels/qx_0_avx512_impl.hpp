@@ -182,20 +182,99 @@ template <bool kQ4, bool kVnni, int T>
   tile.store(acc);
 }
 
+// Two adjacent packed16 panels (32 rows) x T tokens, VNNI: each activation
+// dword is broadcast once for both panels' vpdpbusd. acc[t]: the first
+// panel's rows, acc[kMaxTokens + t]: the second's. Per row and block the
+// same exact integer dot product and the same fma as panel_tile, so the same
+// bytes.
+template <bool kQ4, int T>
+[[gnu::noinline]] void panel_pair(const uint8_t* panel, size_t panel_bytes, int64_t nb,
+                                  const uint8_t* pf_end, const uint8_t* const* arows_in,
+                                  __m512* acc) {
+  constexpr size_t kBlock = kTileRows * (kQ4 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0));
+  constexpr int kChunks = kQ4 ? 4 : 8;
+  const uint8_t* arows[T];
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) arows[t] = arows_in[t];
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk[2] = {panel + static_cast<size_t>(b) * kBlock,
+                             panel + panel_bytes + static_cast<size_t>(b) * kBlock};
+#pragma GCC unroll 2
+    for (int p = 0; p < 2; ++p) {
+      const uint8_t* ahead = blk[p] + kPrefetchBlocks<kQ4, T> * kBlock;
+      if (ahead + kBlock <= pf_end) row_tiles::prefetch_lines<_MM_HINT_T0>(ahead, kBlock);
+    }
+    const size_t rec_off = static_cast<size_t>(b / 16) * kQ8GroupBytes;
+    const int L = static_cast<int>(b % 16);
+    __m512i s[2][T];
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t)
+      s[0][t] = s[1][t] = tiles16::broadcast_dword(arows[t] + rec_off + kQ8GroupCorr + 4 * L);
+#pragma GCC unroll 8
+    for (int c = 0; c < kChunks; ++c) {
+      __m512i w[2][kQ4 ? 2 : 1];
+#pragma GCC unroll 2
+      for (int p = 0; p < 2; ++p) {
+        const __m512i z = _mm512_loadu_si512(blk[p] + kPackD + 64 * c);
+        if constexpr (kQ4) {
+          const __m512i m = _mm512_set1_epi8(0x0F);
+          w[p][0] = _mm512_and_si512(z, m);
+          w[p][1] = _mm512_and_si512(_mm512_srli_epi16(z, 4), m);
+        } else {
+          w[p][0] = _mm512_xor_si512(z, _mm512_set1_epi8(static_cast<char>(0x80)));
+        }
+      }
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        const uint8_t* a = arows[t] + rec_off + 4 * L + 64 * c;
+        const __m512i lo = tiles16::broadcast_dword(a);
+        s[0][t] = _mm512_dpbusd_epi32(s[0][t], w[0][0], lo);
+        s[1][t] = _mm512_dpbusd_epi32(s[1][t], w[1][0], lo);
+        if constexpr (kQ4) {
+          const __m512i hi = tiles16::broadcast_dword(a + 256);
+          s[0][t] = _mm512_dpbusd_epi32(s[0][t], w[0][1], hi);
+          s[1][t] = _mm512_dpbusd_epi32(s[1][t], w[1][1], hi);
+        }
+      }
+    }
+#pragma GCC unroll 2
+    for (int p = 0; p < 2; ++p) {
+      const __m512 dw =
+          _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[p])));
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        float da;
+        std::memcpy(&da, arows[t] + rec_off + kQ8GroupD + 4 * L, 4);
+        __m512* out = acc + p * tiles16::kMaxTokens + t;
+        *out = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[p][t]), _mm512_mul_ps(dw, _mm512_set1_ps(da)),
+                               *out);
+      }
+    }
+  }
+}
+
 template <bool kQ4, bool kVnni, bool kPanel>
 void matmul_tiles(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
                   int64_t r0, int64_t r1) {
   const int64_t nb = acts.k / 32;
-  tiles16::matmul_tiles<kPanel>(
-      w, w_row_bytes, acts, y, ldy, r0, r1,
-      [&](auto T, bool panel, const uint8_t* const* rows, const uint8_t* const* arows, __m512* acc,
-          const uint8_t* pf_end) {
-        constexpr int kT = decltype(T)::value;
-        if (panel)
-          panel_tile<kQ4, kVnni, kT>(rows[0], nb, pf_end, arows, acc);
-        else
-          rows_tile<kQ4, kVnni, kT>(rows, nb, pf_end, arows, acc);
-      });
+  auto tile = [&](auto T, bool panel, const uint8_t* const* rows, const uint8_t* const* arows,
+                  __m512* acc, const uint8_t* pf_end) {
+    constexpr int kT = decltype(T)::value;
+    if (panel)
+      panel_tile<kQ4, kVnni, kT>(rows[0], nb, pf_end, arows, acc);
+    else
+      rows_tile<kQ4, kVnni, kT>(rows, nb, pf_end, arows, acc);
+  };
+  if constexpr (kVnni) {
+    tiles16::matmul_tiles<kPanel>(
+        w, w_row_bytes, acts, y, ldy, r0, r1, tile,
+        [&](auto T, const uint8_t* panel, size_t panel_bytes, const uint8_t* const* arows,
+            __m512* acc, const uint8_t* pf_end) {
+          panel_pair<kQ4, decltype(T)::value>(panel, panel_bytes, nb, pf_end, arows, acc);
+        });
+  } else {
+    tiles16::matmul_tiles<kPanel>(w, w_row_bytes, acts, y, ldy, r0, r1, tile);
+  }
 }
 
 template <bool kQ4, bool kVnni>

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "engine/kernels/kernels.hpp"
 #include "engine/kernels/row_tiles.hpp"
@@ -84,27 +85,57 @@ using Tile = row_tiles::Locals<Zmm, T>;
 // multiple of 16; a short last tile is the matrix's ggml-layout tail, read
 // through rows[], whose dead lanes repeat a live row and are not stored).
 // pf_end bounds the software prefetch to the range's panels.
-template <bool kPanel, class Tile>
+// With packed16 panels and 2+ tokens, pair(T, panel, panel_bytes, arows,
+// acc, pf_end) takes two adjacent whole panels at once (acc[t]: the first
+// panel's rows, acc[kMaxTokens + t]: the second's), so that every activation
+// broadcast feeds two dot-product instructions: a broadcast costs a vector
+// pipe slot here, and one per vpdpbusd held the 8-token kernels to ~2/3 of
+// vpdpbusd's rate (pass NoPair to go one panel at a time).
+struct NoPair {};
+template <bool kPanel, class Tile, class Pair = NoPair>
 void matmul_tiles(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
-                  int64_t r0, int64_t r1, Tile tile) {
-  const uint8_t* pf_end =
-      w + static_cast<size_t>(r0 + (r1 - r0) / kTileRows * kTileRows) * w_row_bytes;
-  for (int64_t r = r0; r < r1; r += kTileRows) {
+                  int64_t r0, int64_t r1, Tile tile, Pair pair = {}) {
+  constexpr bool kPairs = kPanel && !std::is_same_v<Pair, NoPair>;
+  const int64_t full_end = r0 + (r1 - r0) / kTileRows * kTileRows;
+  const uint8_t* pf_end = w + static_cast<size_t>(full_end) * w_row_bytes;
+  const size_t panel_bytes = static_cast<size_t>(kTileRows) * w_row_bytes;
+  for (int64_t r = r0; r < r1;) {
     const int64_t live = std::min(kTileRows, r1 - r);
     const uint8_t* rows[kTileRows];
     for (int64_t L = 0; L < kTileRows; ++L)
       rows[L] = w + static_cast<size_t>(r + std::min(L, live - 1)) * w_row_bytes;
     const __mmask16 keep = static_cast<__mmask16>((1u << live) - 1u);
+    const bool two = kPairs && r + 2 * kTileRows <= full_end;
     for (int t0 = 0; t0 < acts.n_tokens; t0 += kMaxTokens) {
       const int nt = std::min(acts.n_tokens - t0, kMaxTokens);
       const uint8_t* arows[kMaxTokens];
       for (int t = 0; t < nt; ++t) arows[t] = acts.row(t0 + t);
-      __m512 acc[kMaxTokens];
+      __m512 acc[2 * kMaxTokens];
       for (auto& a : acc) a = _mm512_setzero_ps();
-      row_tiles::with_tokens<kMaxTokens>(
-          nt, [&](auto T) { tile(T, kPanel && live == kTileRows, rows, arows, acc, pf_end); });
-      for (int t = 0; t < nt; ++t) _mm512_mask_storeu_ps(y + (t0 + t) * ldy + r, keep, acc[t]);
+      if constexpr (kPairs) {
+        if (two && nt >= 2) {
+          row_tiles::with_tokens<kMaxTokens>(nt, [&](auto T) {
+            if constexpr (decltype(T)::value >= 2)
+              pair(T, rows[0], panel_bytes, arows, acc, pf_end);
+          });
+          for (int t = 0; t < nt; ++t) {
+            _mm512_storeu_ps(y + (t0 + t) * ldy + r, acc[t]);
+            _mm512_storeu_ps(y + (t0 + t) * ldy + r + kTileRows, acc[kMaxTokens + t]);
+          }
+          continue;
+        }
+      }
+      for (int part = 0; part < (two ? 2 : 1); ++part) {
+        const uint8_t* prow[kTileRows];
+        for (int64_t L = 0; L < kTileRows; ++L) prow[L] = rows[L] + part * panel_bytes;
+        __m512* a = acc + part * kMaxTokens;
+        row_tiles::with_tokens<kMaxTokens>(
+            nt, [&](auto T) { tile(T, kPanel && live == kTileRows, prow, arows, a, pf_end); });
+        for (int t = 0; t < nt; ++t)
+          _mm512_mask_storeu_ps(y + (t0 + t) * ldy + r + part * kTileRows, keep, a[t]);
+      }
     }
+    r += two ? 2 * kTileRows : kTileRows;
   }
 }
 
