@@ -47,21 +47,33 @@ struct Group {
   __m512 dw;         // lane L: row L's block scale
 };
 
+// A vector of Q4 nibble pairs: the low nibbles (elements 0-15 of the rows'
+// blocks) and the high ones (16-31).
+[[gnu::always_inline]] inline __m512i low_nibbles(__m512i z) {
+  return _mm512_and_si512(z, _mm512_set1_epi8(0x0F));
+}
+[[gnu::always_inline]] inline __m512i high_nibbles(__m512i z) {
+  return low_nibbles(_mm512_srli_epi16(z, 4));
+}
+// Q8 quants as vpdpbusd's unsigned operand (the record's correction undoes it).
+[[gnu::always_inline]] inline __m512i q8_unsigned(__m512i z) {
+  return _mm512_xor_si512(z, _mm512_set1_epi8(static_cast<char>(0x80)));
+}
+
 // z holds the raw quant dwords (Q4: 4 vectors of nibble pairs; Q8: 8).
 template <bool kQ4, bool kVnni>
 [[gnu::always_inline]] inline void unpack_quants(const __m512i* z, Group& g) {
   if constexpr (kQ4) {
-    const __m512i m = _mm512_set1_epi8(0x0F);
 #pragma GCC unroll 4
     for (int i = 0; i < 4; ++i) {
-      g.w[i] = _mm512_and_si512(z[i], m);
-      g.w[i + 4] = _mm512_and_si512(_mm512_srli_epi16(z[i], 4), m);
+      g.w[i] = low_nibbles(z[i]);
+      g.w[i + 4] = high_nibbles(z[i]);
     }
   } else {
 #pragma GCC unroll 8
     for (int i = 0; i < 8; ++i) {
       if constexpr (kVnni) {
-        g.w[i] = _mm512_xor_si512(z[i], _mm512_set1_epi8(static_cast<char>(0x80)));
+        g.w[i] = q8_unsigned(z[i]);
       } else {
         g.neg[i] = _mm512_movepi8_mask(z[i]);
         g.w[i] = _mm512_abs_epi8(z[i]);
@@ -85,10 +97,15 @@ template <bool kQ4, bool kVnni>
   unpack_quants<kQ4, kVnni>(z, g);
 }
 
+// A packed16 panel block's 16 row scales.
+[[gnu::always_inline]] inline __m512 panel_scales(const uint8_t* blk) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
+}
+
 // Block b of a packed16 panel: the same vectors, as plain loads.
 template <bool kQ4, bool kVnni>
 [[gnu::always_inline]] inline void load_panel(const uint8_t* blk, Group& g) {
-  g.dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
+  g.dw = panel_scales(blk);
   __m512i z[8];
 #pragma GCC unroll 8
   for (int i = 0; i < (kQ4 ? 4 : 8); ++i) z[i] = _mm512_loadu_si512(blk + kPackD + 64 * i);
@@ -128,6 +145,16 @@ template <bool kQ4, bool kVnni>
   }
 }
 
+// One token's block into the rows' sums, in the canonical order:
+// acc + P * (d_w * d_a), with P the exact dot products and rec the token's
+// group record.
+[[gnu::always_inline]] inline __m512 add_block(__m512 acc, __m512i p, __m512 dw, const uint8_t* rec,
+                                               int L) {
+  float da;
+  std::memcpy(&da, rec + kQ8GroupD + 4 * L, 4);
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(dw, _mm512_set1_ps(da)), acc);
+}
+
 template <bool kQ4, bool kVnni, int T>
 [[gnu::always_inline]] inline void block_tokens(const Group& g, const uint8_t* const* arows,
                                                 int64_t b, __m512* acc) {
@@ -136,11 +163,7 @@ template <bool kQ4, bool kVnni, int T>
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) {
     const uint8_t* rec = arows[t] + rec_off;
-    const __m512i p = block_dot<kQ4, kVnni>(g, rec, L);
-    float da;
-    std::memcpy(&da, rec + kQ8GroupD + 4 * L, 4);
-    acc[t] =
-        _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(g.dw, _mm512_set1_ps(da)), acc[t]);
+    acc[t] = add_block(acc[t], block_dot<kQ4, kVnni>(g, rec, L), g.dw, rec, L);
   }
 }
 
@@ -205,7 +228,8 @@ template <bool kQ4, int T>
 #pragma GCC unroll 2
     for (int p = 0; p < 2; ++p) {
       const uint8_t* ahead = blk[p] + kPrefetchBlocks<kQ4, T> * kBlock;
-      if (ahead + kBlock <= pf_end) row_tiles::prefetch_lines<_MM_HINT_T0>(ahead, kBlock);
+      if (ahead + kBlock <= pf_end)
+        row_tiles::prefetch_lines<row_tiles::kStreamHint<T>>(ahead, kBlock);
     }
     const size_t rec_off = static_cast<size_t>(b / 16) * kQ8GroupBytes;
     const int L = static_cast<int>(b % 16);
@@ -220,11 +244,10 @@ template <bool kQ4, int T>
       for (int p = 0; p < 2; ++p) {
         const __m512i z = _mm512_loadu_si512(blk[p] + kPackD + 64 * c);
         if constexpr (kQ4) {
-          const __m512i m = _mm512_set1_epi8(0x0F);
-          w[p][0] = _mm512_and_si512(z, m);
-          w[p][1] = _mm512_and_si512(_mm512_srli_epi16(z, 4), m);
+          w[p][0] = low_nibbles(z);
+          w[p][1] = high_nibbles(z);
         } else {
-          w[p][0] = _mm512_xor_si512(z, _mm512_set1_epi8(static_cast<char>(0x80)));
+          w[p][0] = q8_unsigned(z);
         }
       }
 #pragma GCC unroll 8
@@ -242,15 +265,11 @@ template <bool kQ4, int T>
     }
 #pragma GCC unroll 2
     for (int p = 0; p < 2; ++p) {
-      const __m512 dw =
-          _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[p])));
+      const __m512 dw = panel_scales(blk[p]);
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
-        float da;
-        std::memcpy(&da, arows[t] + rec_off + kQ8GroupD + 4 * L, 4);
         __m512* out = acc + p * tiles16::kMaxTokens + t;
-        *out = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[p][t]), _mm512_mul_ps(dw, _mm512_set1_ps(da)),
-                               *out);
+        *out = add_block(*out, s[p][t], dw, arows[t] + rec_off, L);
       }
     }
   }
