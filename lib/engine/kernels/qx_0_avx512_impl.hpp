@@ -45,8 +45,8 @@ constexpr int64_t kPrefetchBlocks = T > 1 ? 16
 // bytes are in flight as for one panel. 7B passes, 3 alternating runs,
 // per-panel lead 16 -> 8: Q4_0 8 tokens 146-152 -> 139-141 ms, Q8_0 8 tokens
 // 188-204 -> 170-176, Q8_0 4 tokens 151-161 -> 140-144 (Q4_0 4 tokens within
-// +-3%); kernel-bench, 1 GiB, 2 threads, 8 tokens: Q4_0 33-34 -> 34-36 GB/s,
-// Q8_0 42-46 -> 49-53.
+// 5% either way); kernel-bench, 1 GiB, 2 threads, 8 tokens: Q4_0 32.6-33.8 ->
+// 34.4-36.0 GB/s, Q8_0 41.9-46.2 -> 49.0-53.4.
 template <bool kQ4, int T>
 constexpr int64_t kPairPrefetchBlocks = kPrefetchBlocks<kQ4, T> / 2;
 
