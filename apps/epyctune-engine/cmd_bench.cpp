@@ -19,12 +19,12 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/epyctune-engine/commands.hpp"
+#include "common/cpulist.hpp"
 #include "engine/kernels/kernels.hpp"
 #include "engine/model/llama_model.hpp"
 #include "engine/runtime/bandwidth.hpp"
 #include "engine/runtime/cpus.hpp"
 #include "engine/runtime/thread_pool.hpp"
-#include "host/cpulist.hpp"
 
 namespace epyctune::engine_cli {
 namespace {
@@ -226,7 +226,7 @@ int run_bench(const BenchOptions& o) {
                    {"dim", model->config().dim},
                    {"layers", model->config().n_layers},
                    {"weight_type", std::string(traits(model->weight_type()).name)}};
-    j["cpus"] = host::format_cpulist(pool.cpus());
+    j["cpus"] = common::format_cpulist(pool.cpus());
     j["threads"] = pool.size();
     j["isa"] = kernels::isa_name(kernels::active_isa());
     j["context_tokens"] = o.ctx;
@@ -270,7 +270,7 @@ int run_bench(const BenchOptions& o) {
     }
     fmt::print("\nmodel      {} ({}, {} layers, dim {}), {} threads on CPUs {}, ISA {}\n", o.model,
                traits(model->weight_type()).name, model->config().n_layers, model->config().dim,
-               pool.size(), host::format_cpulist(pool.cpus()),
+               pool.size(), common::format_cpulist(pool.cpus()),
                kernels::isa_name(kernels::active_isa()));
     fmt::print("bandwidth  {:.2f} GB/s read (median of 7, min {:.2f}, max {:.2f}; {} MiB buffer)\n",
                bw.median_gbps, bw.min_gbps, bw.max_gbps, bw.buffer_bytes >> 20);

@@ -11,14 +11,14 @@
 #include <vector>
 
 #include "apps/epyctune-engine/commands.hpp"
+#include "common/cpulist.hpp"
 #include "engine/model/llama_model.hpp"
 #include "engine/runtime/cpus.hpp"
 #include "engine/runtime/thread_pool.hpp"
 #include "engine/sampling/sampler.hpp"
-#include "engine/spec/cpu_plan.hpp"
-#include "engine/spec/speculative.hpp"
+#include "engine/speculative/cpu_plan.hpp"
+#include "engine/speculative/speculative.hpp"
 #include "engine/tokenizer/tokenizer.hpp"
-#include "host/cpulist.hpp"
 #include "host/sysroot.hpp"
 
 namespace epyctune::engine_cli {
@@ -55,7 +55,7 @@ std::optional<std::vector<int>> cpus_opt(const std::string& s, const char* flag)
   }
 }
 
-nlohmann::json stats_json(const eng::spec::SpecStats& st) {
+nlohmann::json stats_json(const eng::speculative::SpecStats& st) {
   return {
       {"drafted", st.drafted},
       {"accepted", st.accepted},
@@ -81,15 +81,15 @@ int run_generate(const GenerateArgs& a) {
   const bool speculative = (!a.draft.empty() || a.lookup > 0) && a.draft_len > 0;
 
   // CPUs: --cpus bounds everything; partitions come from the plan.
-  eng::spec::CpuPlanInput in;
-  in.request = eng::spec::parse_mode_request(a.spec_mode);
+  eng::speculative::CpuPlanInput in;
+  in.request = eng::speculative::parse_mode_request(a.spec_mode);
   in.has_draft_model = !a.draft.empty() && a.draft_len > 0;
   in.cpus = a.cpus.empty() ? eng::runtime::allowed_cpus() : *cpus_opt(a.cpus, "--cpus");
-  in.l3_ids = eng::spec::read_l3_ids(host::Sysroot("/"), in.cpus);
+  in.l3_ids = eng::speculative::read_l3_ids("/", in.cpus);
   in.draft_cpus = cpus_opt(a.draft_cpus, "--draft-cpus");
   in.verify_cpus = cpus_opt(a.verify_cpus, "--verify-cpus");
-  const eng::spec::CpuPlan plan = eng::spec::plan_cpus(in);
-  const bool partitioned = plan.mode == eng::spec::SpecMode::partitioned;
+  const eng::speculative::CpuPlan plan = eng::speculative::plan_cpus(in);
+  const bool partitioned = plan.mode == eng::speculative::SpecMode::partitioned;
 
   std::unique_ptr<eng::runtime::ThreadPool> verify_pool, draft_pool;
   if (partitioned) {
@@ -120,14 +120,14 @@ int run_generate(const GenerateArgs& a) {
   if (prompt.empty())
     throw std::invalid_argument("--prompt: encodes to no tokens and the vocabulary adds no BOS");
 
-  eng::spec::SpecOptions so;
+  eng::speculative::SpecOptions so;
   so.draft_len = speculative ? a.draft_len : 0;
   so.lookup = {a.lookup, a.lookup_min};
   so.mode = plan.mode;
   so.null_logits_ok = true;  // LlamaModel::forward documents logits == nullptr
   so.max_batch = 64;
   so.is_stop = [&](int32_t t) { return tok->is_eog(t); };
-  eng::spec::Generator gen(*target, draft.get(), a.sampler, so);
+  eng::speculative::Generator gen(*target, draft.get(), a.sampler, so);
 
   std::string text;
   std::vector<double> token_times;
@@ -174,13 +174,13 @@ int run_generate(const GenerateArgs& a) {
     };
     j["spec"] = stats_json(st);
     j["spec"]["enabled"] = speculative;
-    j["spec"]["mode"] = eng::spec::spec_mode_name(plan.mode);
+    j["spec"]["mode"] = eng::speculative::spec_mode_name(plan.mode);
     j["spec"]["mode_reason"] = plan.reason;
     j["spec"]["draft_len"] = so.draft_len;
     j["spec"]["lookup"] = a.lookup;
-    j["cpus"] = {{"shared", host::format_cpulist(plan.shared_cpus)},
-                 {"draft", host::format_cpulist(plan.draft_cpus)},
-                 {"verify", host::format_cpulist(plan.verify_cpus)}};
+    j["cpus"] = {{"shared", common::format_cpulist(plan.shared_cpus)},
+                 {"draft", common::format_cpulist(plan.draft_cpus)},
+                 {"verify", common::format_cpulist(plan.verify_cpus)}};
     // Byte-fallback pieces may split a UTF-8 sequence; JSON strings must be
     // valid UTF-8, so broken bytes become U+FFFD (the ids stay exact).
     std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
@@ -195,7 +195,7 @@ int run_generate(const GenerateArgs& a) {
       std::fprintf(stderr,
                    "[spec] mode %s (%s); drafted %lld accepted %lld (%.1f%%), %.2f accepted per "
                    "target pass, %lld passes; draft %.3f s, verify %.3f s, wait %.3f s\n",
-                   eng::spec::spec_mode_name(plan.mode), plan.reason.c_str(),
+                   eng::speculative::spec_mode_name(plan.mode), plan.reason.c_str(),
                    static_cast<long long>(st.drafted), static_cast<long long>(st.accepted),
                    100.0 * st.acceptance_rate(), st.mean_accepted(),
                    static_cast<long long>(st.target_passes), st.draft_s, st.verify_s, st.wait_s);

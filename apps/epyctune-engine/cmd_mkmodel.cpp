@@ -9,10 +9,10 @@
 
 #include "apps/epyctune-engine/commands.hpp"
 #include "engine/gguf/gguf.hpp"
-#include "engine/model/mkmodel.hpp"
 #include "engine/runtime/cpus.hpp"
 #include "engine/runtime/thread_pool.hpp"
-#include "engine/spec/draft_pair.hpp"
+#include "engine/synth/draft_pair.hpp"
+#include "engine/synth/mkmodel.hpp"
 
 namespace epyctune::engine_cli {
 namespace {

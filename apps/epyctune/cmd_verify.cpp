@@ -3,9 +3,9 @@
 #include <fmt/format.h>
 
 #include "apps/epyctune/commands.hpp"
-#include "stack/checklist.hpp"
 #include "stack/plan.hpp"
 #include "stack/session.hpp"
+#include "stack/steps/checklist.hpp"
 
 namespace epyctune::cli {
 namespace {

@@ -7,7 +7,7 @@
 #include <charconv>
 #include <sstream>
 
-#include "host/cpulist.hpp"
+#include "common/cpulist.hpp"
 
 namespace epyctune::host {
 
@@ -35,7 +35,7 @@ int int_or(const std::optional<std::string>& v, int fallback) {
 std::vector<int> cpulist_or_empty(const std::optional<std::string>& v) {
   if (!v || *v == "(null)") return {};  // older kernels print "(null)" for an unset nohz_full
   try {
-    return parse_cpulist(*v);
+    return common::parse_cpulist(*v);
   } catch (const std::invalid_argument&) {
     return {};
   }

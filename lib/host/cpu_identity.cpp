@@ -8,17 +8,13 @@
 #include <charconv>
 #include <sstream>
 
+#include "common/text.hpp"
+
 namespace epyctune::host {
 
-namespace {
+using common::trim;
 
-std::string trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() &&
-         (s.back() == ' ' || s.back() == '\t' || s.back() == '\n' || s.back() == '\r'))
-    s.remove_suffix(1);
-  return std::string(s);
-}
+namespace {
 
 int to_int(std::string_view s, int base = 10) {
   int v = 0;

@@ -2,7 +2,7 @@
 
 #include <set>
 
-#include "host/cpulist.hpp"
+#include "common/cpulist.hpp"
 
 namespace epyctune::host {
 
@@ -29,15 +29,15 @@ json topology_to_json(const Topology& t) {
     nodes.push_back({{"node", n.os_index},
                      {"socket", n.socket},
                      {"memory_bytes", n.memory_bytes},
-                     {"cpus", format_cpulist(n.cpus)}});
+                     {"cpus", common::format_cpulist(n.cpus)}});
   for (const auto& d : t.l3_domains)
     l3.push_back({{"index", d.index},
                   {"cache_id", d.cache_id},
                   {"socket", d.socket},
                   {"numa_node", d.numa_node},
                   {"size_bytes", d.size_bytes},
-                  {"cores", format_cpulist(d.cores)},
-                  {"cpus", format_cpulist(d.cpus)},
+                  {"cores", common::format_cpulist(d.cores)},
+                  {"cpus", common::format_cpulist(d.cpus)},
                   {"synthetic", d.synthetic}});
   for (int s = 0; s < t.sockets; ++s) {
     std::set<int> sn, sl;
@@ -46,7 +46,7 @@ json topology_to_json(const Topology& t) {
     for (const auto& d : t.l3_domains)
       if (d.socket == s) sl.insert(d.index);
     sockets.push_back({{"socket", s},
-                       {"cpus", format_cpulist(t.cpus_of_socket(s))},
+                       {"cpus", common::format_cpulist(t.cpus_of_socket(s))},
                        {"numa_nodes", std::vector<int>(sn.begin(), sn.end())},
                        {"l3_domains", std::vector<int>(sl.begin(), sl.end())}});
   }
@@ -56,7 +56,7 @@ json topology_to_json(const Topology& t) {
               {"cpus", t.n_cpus()},
               {"threads_per_core", t.threads_per_core},
               {"nodes_per_socket", t.nodes_per_socket()},
-              {"online_cpus", format_cpulist(t.online_cpus)},
+              {"online_cpus", common::format_cpulist(t.online_cpus)},
               {"socket_list", sockets},
               {"numa_nodes", nodes},
               {"l3_domains", l3}};
@@ -84,8 +84,8 @@ json capabilities_to_json(const Capabilities& c) {
               {"governor", c.governor},
               {"amd_pstate_mode", c.amd_pstate_mode},
               {"smt_state", c.smt_state},
-              {"isolated_cpus", format_cpulist(c.isolated_cpus)},
-              {"nohz_full_cpus", format_cpulist(c.nohz_full_cpus)},
+              {"isolated_cpus", common::format_cpulist(c.isolated_cpus)},
+              {"nohz_full_cpus", common::format_cpulist(c.nohz_full_cpus)},
               {"cmdline", c.cmdline},
               {"resctrl_kernel", c.resctrl_kernel},
               {"resctrl_mounted", c.resctrl_mounted},

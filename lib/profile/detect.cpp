@@ -4,12 +4,12 @@
 
 #include <algorithm>
 
-#include "host/cpulist.hpp"
+#include "common/cpulist.hpp"
 #include "host/json.hpp"
 
 namespace epyctune::profile {
 
-using host::format_cpulist;
+using common::format_cpulist;
 using nlohmann::json;
 
 DetectReport run_detect(const host::Sysroot& root, const host::DiscoverOptions& opt) {

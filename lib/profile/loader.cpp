@@ -24,7 +24,10 @@ std::string Diagnostic::str() const {
 namespace {
 std::string join_diags(const std::vector<Diagnostic>& d) {
   std::string out;
-  for (const auto& x : d) out += (out.empty() ? "" : "\n") + x.str();
+  for (const auto& x : d) {
+    if (!out.empty()) out += '\n';
+    out += x.str();
+  }
   return out;
 }
 }  // namespace

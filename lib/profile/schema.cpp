@@ -8,7 +8,7 @@
 #include <cmath>
 #include <limits>
 
-#include "host/cpulist.hpp"
+#include "common/cpulist.hpp"
 
 namespace epyctune::profile::detail {
 
@@ -150,7 +150,7 @@ class Reader {
       auto s = n->value_exact<std::string>();
       if (!s) return type_error(*n, key, "a CPU list string", "\"0-1,128-129\"");
       try {
-        out = host::parse_cpulist(*s);
+        out = common::parse_cpulist(*s);
       } catch (const std::invalid_argument& e) {
         error(n->source(), fmt::format("{}: {}", dotted(key), e.what()),
               "write CPU numbers and ranges separated by commas, e.g. \"0-1,128-129\"");

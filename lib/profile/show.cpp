@@ -2,7 +2,7 @@
 // the TOML key names, or as TOML-like text with each key's origin.
 #include <fmt/format.h>
 
-#include "host/cpulist.hpp"
+#include "common/cpulist.hpp"
 #include "profile/detect.hpp"
 
 namespace epyctune::profile {
@@ -45,7 +45,7 @@ json profile_to_json(const Profile& p) {
        {{"draft_l3", p.partition.draft_l3},
         {"verify_l3", p.partition.verify_l3},
         {"housekeeping_cores", p.partition.housekeeping_cores},
-        {"housekeeping_cpus", host::format_cpulist(p.partition.housekeeping_cpus)},
+        {"housekeeping_cpus", common::format_cpulist(p.partition.housekeeping_cpus)},
         {"use_smt_siblings", p.partition.use_smt_siblings}}},
       {"bios",
        {{"expect_nps", p.bios.expect_nps},

@@ -6,7 +6,7 @@
 #include <bit>
 #include <set>
 
-#include "host/cpulist.hpp"
+#include "common/cpulist.hpp"
 #include "profile/loader.hpp"
 
 namespace epyctune::profile {
@@ -116,7 +116,7 @@ void check_host(const Profile& p, const host::Topology& t, Checker& c) {
     if (!std::binary_search(t.online_cpus.begin(), t.online_cpus.end(), cpu))
       c.error("partition.housekeeping_cpus",
               fmt::format("CPU {} is not online on this host (online: {})", cpu,
-                          host::format_cpulist(t.online_cpus)),
+                          common::format_cpulist(t.online_cpus)),
               "list online CPUs only");
 
   // Hugepages must leave the node room to run: at most 90% of its memory.

@@ -6,7 +6,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "host/cpulist.hpp"
+#include "common/cpulist.hpp"
 #include "stack/host_writes.hpp"
 #include "stack/text_util.hpp"
 
@@ -203,9 +203,9 @@ std::string canonical(Canon canon, const std::string& text) {
       }
     }
     case Canon::Cpulist:
-      return host::format_cpulist(host::parse_cpulist(trim(text)));
+      return common::format_cpulist(common::parse_cpulist(trim(text)));
     case Canon::Cpumask:
-      return host::format_cpulist(host::parse_cpumask(trim(text)));
+      return common::format_cpulist(common::parse_cpumask(trim(text)));
     case Canon::FlagsCpulist: {
       // "domain,managed_irq,2-5": flags in any order, then CPU ranges.
       std::vector<std::string> flags;
@@ -221,7 +221,7 @@ std::string canonical(Canon canon, const std::string& text) {
       std::sort(flags.begin(), flags.end());
       std::string out;
       for (const auto& f : flags) out += f + ",";
-      return out + host::format_cpulist(host::parse_cpulist(cpus));
+      return out + common::format_cpulist(common::parse_cpulist(cpus));
     }
   }
   return text;

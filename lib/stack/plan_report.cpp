@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <map>
 
-#include "host/cpulist.hpp"
+#include "common/cpulist.hpp"
 #include "stack/steps.hpp"
 
 namespace epyctune::stack {
@@ -60,7 +60,7 @@ std::string step_title(const std::string& name, int* number) {
 }  // namespace
 
 json plan_to_json(const Session& s, const std::vector<KnobPlan>& plans) {
-  using host::format_cpulist;
+  using common::format_cpulist;
   json domains = json::array();
   for (const auto& r : domain_rows(s))
     domains.push_back({{"index", r.d->index},
@@ -116,7 +116,7 @@ json plan_to_json(const Session& s, const std::vector<KnobPlan>& plans) {
 }
 
 std::string plan_to_text(const Session& s, const std::vector<KnobPlan>& plans) {
-  using host::format_cpulist;
+  using common::format_cpulist;
   std::string out = fmt::format("Profile {} on {} ({}, {} sockets, {} cores, {} CPUs)\n",
                                 s.profile.name, s.topo.cpu.brand.empty() ? "?" : s.topo.cpu.brand,
                                 s.topo.source, s.topo.sockets, s.topo.n_cores(), s.topo.n_cpus());

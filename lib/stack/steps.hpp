@@ -37,14 +37,14 @@ std::vector<int> parse_steps(const std::string& spec);
 std::vector<Knob> build_knobs(const StepContext& ctx, const std::vector<int>& steps);
 
 // One builder per step, each in the file named after it.
-std::vector<Knob> bios_knobs(const StepContext& ctx);       // bios.cpp
-std::vector<Knob> numa_knobs(const StepContext& ctx);       // numa_hugepages.cpp
-std::vector<Knob> isolation_knobs(const StepContext& ctx);  // isolation.cpp
-std::vector<Knob> cat_knobs(const StepContext& ctx);        // cat_resctrl.cpp
-std::vector<Knob> cpufreq_knobs(const StepContext& ctx);    // cpufreq.cpp
-std::vector<Knob> prefetch_knobs(const StepContext& ctx);   // prefetch_msr.cpp
-std::vector<Knob> weights_knobs(const StepContext& ctx);    // launch_config.cpp
-std::vector<Knob> spec_knobs(const StepContext& ctx);       // launch_config.cpp
+std::vector<Knob> bios_knobs(const StepContext& ctx);       // steps/bios.cpp
+std::vector<Knob> numa_knobs(const StepContext& ctx);       // steps/numa_hugepages.cpp
+std::vector<Knob> isolation_knobs(const StepContext& ctx);  // steps/isolation_irqs.cpp
+std::vector<Knob> cat_knobs(const StepContext& ctx);        // steps/l3_cat.cpp
+std::vector<Knob> cpufreq_knobs(const StepContext& ctx);    // steps/cpufreq.cpp
+std::vector<Knob> prefetch_knobs(const StepContext& ctx);   // steps/prefetch_msr.cpp
+std::vector<Knob> weights_knobs(const StepContext& ctx);    // steps/launch_config.cpp
+std::vector<Knob> spec_knobs(const StepContext& ctx);       // steps/launch_config.cpp
 
 // Helpers shared by the step builders (steps.cpp).
 Knob value_knob(const std::string& step, const std::string& name, const std::string& path,

@@ -8,13 +8,6 @@
 
 namespace epyctune::stack {
 
-std::string trim(std::string_view s) {
-  size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return std::string(s.substr(b, e - b));
-}
-
 uint64_t parse_u64(std::string_view text) {
   std::string t = trim(text);
   int base = 10;

@@ -7,9 +7,12 @@
 #include <string>
 #include <string_view>
 
+#include "common/text.hpp"
+
 namespace epyctune::stack {
 
-std::string trim(std::string_view s);
+using common::trim;
+
 // "0x2f", "2f" (with a 0x prefix only), "47": throws std::invalid_argument naming the text.
 uint64_t parse_u64(std::string_view text);
 

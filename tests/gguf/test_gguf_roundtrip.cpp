@@ -1,10 +1,10 @@
-// Writer -> File round trips, and the reader against the real shared vocabulary file.
+// Writer -> File round trips, and the reader against the reference vocabulary file in tests/data.
 #include <doctest/doctest.h>
 
 #include <cstring>
 #include <fstream>
 
-#include "engine/gguf/gguf.hpp"
+#include "engine/synth/gguf_writer.hpp"
 #include "test_util.hpp"
 
 using namespace epyctune::engine;
@@ -106,8 +106,8 @@ TEST_CASE("writer honours a custom alignment and rejects misuse") {
   CHECK(f->data_offset() % 64 == 0);
 }
 
-TEST_CASE("the shared llama SPM vocabulary parses") {
-  auto f = File::open(EPYCTUNE_SHARED_VOCAB_DIR "/ggml-vocab-llama-spm.gguf");
+TEST_CASE("the reference llama SPM vocabulary parses") {
+  auto f = File::open(EPYCTUNE_VOCAB_DIR "/ggml-vocab-llama-spm.gguf");
   CHECK(f->get_string("tokenizer.ggml.model") == "llama");
   const Array* toks = f->get_array("tokenizer.ggml.tokens");
   REQUIRE(toks);
@@ -115,11 +115,11 @@ TEST_CASE("the shared llama SPM vocabulary parses") {
   CHECK(f->tensors().empty());
 }
 
-TEST_CASE("rewriting the shared vocabulary reproduces the reference writer's bytes exactly") {
-  // The shared file was written by llama.cpp's gguf-py; producing the same
+TEST_CASE("rewriting the reference vocabulary reproduces the reference writer's bytes exactly") {
+  // The reference file was written by llama.cpp's gguf-py; producing the same
   // bytes from the same metadata shows the writer follows the spec as other
   // GGUF tools read it.
-  const std::string src_path = EPYCTUNE_SHARED_VOCAB_DIR "/ggml-vocab-llama-spm.gguf";
+  const std::string src_path = EPYCTUNE_VOCAB_DIR "/ggml-vocab-llama-spm.gguf";
   auto src = File::open(src_path);
   epyctune::testing::TempDir dir;
   const auto path = dir.path() / "copy.gguf";

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "engine/model/llama_model.hpp"
-#include "engine/model/mkmodel.hpp"
 #include "engine/runtime/thread_pool.hpp"
+#include "engine/synth/mkmodel.hpp"
 #include "test_util.hpp"
 
 namespace epyctune::testing {

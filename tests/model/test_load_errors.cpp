@@ -2,7 +2,7 @@
 
 #include <functional>
 
-#include "engine/gguf/gguf.hpp"
+#include "engine/synth/gguf_writer.hpp"
 #include "model_fixture.hpp"
 
 using namespace epyctune::engine;

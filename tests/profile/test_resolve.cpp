@@ -1,14 +1,14 @@
 #include <doctest/doctest.h>
 
+#include "common/cpulist.hpp"
 #include "fixture/fixture_cache.hpp"
-#include "host/cpulist.hpp"
 #include "host/discover.hpp"
 #include "profile/resolve.hpp"
 
 using namespace epyctune;
 using namespace epyctune::profile;
+using common::format_cpulist;
 using epyctune::testing::cached_fixture;
-using host::format_cpulist;
 
 namespace {
 host::Topology topo(const std::string& machine, int nps = 1) {

@@ -2,6 +2,7 @@
 // output is derived by hand in the comments, and the two pre-tokenizers.
 #include <doctest/doctest.h>
 
+#include "engine/synth/gguf_writer.hpp"
 #include "engine/tokenizer/tokenizer.hpp"
 #include "engine/tokenizer/tokenizer_impl.hpp"
 #include "engine/tokenizer/unicode.hpp"

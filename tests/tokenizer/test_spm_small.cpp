@@ -1,6 +1,7 @@
 // SPM merging on a hand-built vocabulary, with expectations derived by hand.
 #include <doctest/doctest.h>
 
+#include "engine/synth/gguf_writer.hpp"
 #include "engine/tokenizer/tokenizer.hpp"
 #include "test_util.hpp"
 

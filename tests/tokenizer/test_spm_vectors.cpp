@@ -12,7 +12,7 @@
 using namespace epyctune::engine;
 
 TEST_CASE("llama SPM tokenizer reproduces every shared test vector") {
-  const std::string base = EPYCTUNE_SHARED_VOCAB_DIR "/ggml-vocab-llama-spm.gguf";
+  const std::string base = EPYCTUNE_VOCAB_DIR "/ggml-vocab-llama-spm.gguf";
   auto file = gguf::File::open(base);
   auto tok = Tokenizer::from_gguf(*file);
   CHECK(tok->kind() == Tokenizer::Kind::Spm);

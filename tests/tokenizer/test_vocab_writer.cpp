@@ -4,8 +4,8 @@
 #include <fstream>
 #include <iterator>
 
+#include "engine/synth/vocab_writer.hpp"
 #include "engine/tokenizer/tokenizer.hpp"
-#include "engine/tokenizer/vocab_writer.hpp"
 #include "test_util.hpp"
 
 using namespace epyctune::engine;
@@ -72,7 +72,7 @@ TEST_CASE("synthetic vocabulary is deterministic per seed") {
 
 TEST_CASE("copy_vocab carries a real vocabulary into a new file unchanged") {
   epyctune::testing::TempDir dir;
-  auto src = gguf::File::open(EPYCTUNE_SHARED_VOCAB_DIR "/ggml-vocab-llama-spm.gguf");
+  auto src = gguf::File::open(EPYCTUNE_VOCAB_DIR "/ggml-vocab-llama-spm.gguf");
   const auto path = dir.path() / "copy.gguf";
   gguf::Writer w;
   w.set_string("general.architecture", "llama");

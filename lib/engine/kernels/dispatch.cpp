@@ -77,17 +77,17 @@ struct Tables {
     detail::fill_scalar_table(t[0]);
     t[1] = t[0];
     detail::fill_avx2_table_qx_0(t[1]);
-    detail::fill_avx2_table_k_quants(t[1]);
+    detail::fill_avx2_table_q6_k(t[1]);
     detail::fill_avx2_table_q4_k(t[1]);
     detail::fill_avx2_table_float(t[1]);
     t[2] = t[1];
     detail::fill_avx512_table_qx_0(t[2]);
-    detail::fill_avx512_table_k_quants(t[2]);
+    detail::fill_avx512_table_q4_k(t[2]);
     detail::fill_avx512_table_float(t[2]);
     detail::fill_avx512_table_packed(t[2]);
     t[3] = t[2];
     detail::fill_avx512vnni_table_qx_0(t[3]);
-    detail::fill_avx512vnni_table_k_quants(t[3]);
+    detail::fill_avx512vnni_table_q4_k(t[3]);
     detail::fill_avx512vnni_table_packed(t[3]);
     for (int i = 1; i < 4; ++i) {
       MatmulTable& c = t[i];

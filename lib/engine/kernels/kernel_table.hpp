@@ -28,14 +28,14 @@ struct MatmulTable {
 // table may leave an entry null; dispatch then uses the next lower ISA.
 void fill_scalar_table(MatmulTable& t);
 void fill_avx2_table_qx_0(MatmulTable& t);
-void fill_avx2_table_k_quants(MatmulTable& t);
+void fill_avx2_table_q6_k(MatmulTable& t);
 void fill_avx2_table_q4_k(MatmulTable& t);
 void fill_avx2_table_float(MatmulTable& t);
 void fill_avx512_table_qx_0(MatmulTable& t);
-void fill_avx512_table_k_quants(MatmulTable& t);
+void fill_avx512_table_q4_k(MatmulTable& t);
 void fill_avx512_table_float(MatmulTable& t);
 void fill_avx512vnni_table_qx_0(MatmulTable& t);
-void fill_avx512vnni_table_k_quants(MatmulTable& t);
+void fill_avx512vnni_table_q4_k(MatmulTable& t);
 void fill_avx512_table_packed(MatmulTable& t);
 void fill_avx512vnni_table_packed(MatmulTable& t);
 

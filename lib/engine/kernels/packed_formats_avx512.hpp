@@ -8,8 +8,8 @@
 
 #include <cstring>
 
-#include "engine/kernels/k_quants_avx512_impl.hpp"
 #include "engine/kernels/packed_tiles_avx512.hpp"
+#include "engine/kernels/q6_k_avx512_impl.hpp"
 
 namespace epyctune::engine::kernels::detail::avx512p {
 namespace {

@@ -1,5 +1,5 @@
-// AVX-512 Q4_K matmul, included by k_quants_avx512.cpp (vpmaddubsw) and
-// k_quants_avx512vnni.cpp (vpdpbusd) for ggml rows, and by packed_avx512*.cpp
+// AVX-512 Q4_K matmul, included by q4_k_avx512.cpp (vpmaddubsw) and
+// q4_k_avx512vnni.cpp (vpdpbusd) for ggml rows, and by packed_avx512*.cpp
 // for packed16 panels (blocks.hpp). As for Q4_0 (qx_0_avx512_impl.hpp), lane
 // L of every vector is row L of a 16-row tile: a sub-block of 16 rows is 8
 // weight vectors, a token's activation dword is broadcast to all rows, then

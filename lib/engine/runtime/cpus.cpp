@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "host/cpulist.hpp"
+#include "common/cpulist.hpp"
 
 namespace epyctune::engine::runtime {
 
@@ -22,7 +22,7 @@ std::vector<int> allowed_cpus() {
 std::vector<int> parse_cpus(std::string_view spec) {
   std::vector<int> cpus;
   try {
-    cpus = host::parse_cpulist(spec);
+    cpus = common::parse_cpulist(spec);
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(std::string("--cpus '") + std::string(spec) + "': " + e.what());
   }
@@ -35,7 +35,7 @@ std::vector<int> parse_cpus(std::string_view spec) {
     if (!ok)
       throw std::invalid_argument(
           "--cpus: CPU " + std::to_string(c) +
-          " is not available to this process (allowed: " + host::format_cpulist(allowed) + ")");
+          " is not available to this process (allowed: " + common::format_cpulist(allowed) + ")");
   }
   return cpus;
 }

@@ -1,4 +1,4 @@
-// The text format of llama.cpp's tokenizer test vectors (shared/vocab/*.inp,
+// The text format of llama.cpp's tokenizer test vectors (tests/data/vocab/*.inp,
 // *.out), used by `epyctune-engine tokenize --file` and the tests.
 #pragma once
 

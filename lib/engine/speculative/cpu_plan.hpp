@@ -1,0 +1,50 @@
+// Which CPUs the draft and the target run on, and whether they alternate on
+// the same CPUs (shared) or each own a partition and run concurrently
+// (partitioned). DESIGN.md: on few cores time-sharing may win, on many cores
+// dedicated CCDs — measure, then pick. Measured on the 2-CPU dev box
+// (bench/spec.md), partitioned beat time-shared at every agreement and K, so
+// `auto` partitions whenever there are two CPUs or more: the draft gets the
+// last L3 domain (CCX/CCD) when there are several, else the last CPU.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/speculative/speculative.hpp"
+
+namespace epyctune::engine::speculative {
+
+enum class ModeRequest { shared, partitioned, automatic };
+// "shared" | "partitioned" | "auto"; throws std::invalid_argument naming the choices.
+ModeRequest parse_mode_request(std::string_view s);
+
+struct CpuPlan {
+  SpecMode mode = SpecMode::shared;
+  std::vector<int> shared_cpus;  // shared: both models' pool
+  std::vector<int> draft_cpus;   // partitioned: the draft's pool
+  std::vector<int> verify_cpus;  // partitioned: the target's pool
+  std::string reason;            // why this mode (printed in --json)
+};
+
+struct CpuPlanInput {
+  ModeRequest request = ModeRequest::automatic;
+  bool has_draft_model = false;
+  std::vector<int> cpus;                        // --cpus, or every allowed CPU
+  std::vector<int> l3_ids;                      // parallel to cpus; -1 where unknown
+  std::optional<std::vector<int>> draft_cpus;   // --draft-cpus
+  std::optional<std::vector<int>> verify_cpus;  // --verify-cpus
+};
+
+// Throws std::invalid_argument for impossible requests (overlapping or empty
+// partitions, partitioned on one CPU), naming the option to fix.
+CpuPlan plan_cpus(const CpuPlanInput& in);
+
+// L3 cache id of each CPU from ROOT/sys/devices/system/cpu/cpuN/cache/index3/id
+// (-1 when the file is missing or garbled). Read-only, so the engine needs no
+// confined host access for it.
+std::vector<int> read_l3_ids(const std::filesystem::path& root, const std::vector<int>& cpus);
+
+}  // namespace epyctune::engine::speculative

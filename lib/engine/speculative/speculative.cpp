@@ -1,0 +1,158 @@
+#include "engine/speculative/speculative.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <stdexcept>
+
+#include "engine/speculative/draft_feed.hpp"
+#include "engine/speculative/drafter.hpp"
+#include "engine/speculative/rejection.hpp"
+
+namespace epyctune::engine::speculative {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+}  // namespace
+
+const char* spec_mode_name(SpecMode m) {
+  return m == SpecMode::partitioned ? "partitioned" : "shared";
+}
+
+Generator::Generator(CausalLM& target, CausalLM* draft, sampling::SamplerParams sampler,
+                     SpecOptions opt)
+    : target_(target), draft_(draft), sp_(sampler), opt_(std::move(opt)) {
+  sp_.validate();
+  if (opt_.draft_len < 0) throw std::invalid_argument("--draft-len must be >= 0");
+  if (draft_ && draft_->n_vocab() != target_.n_vocab())
+    throw std::invalid_argument("draft model vocabulary (" + std::to_string(draft_->n_vocab()) +
+                                ") differs from the target's (" +
+                                std::to_string(target_.n_vocab()) + ")");
+}
+
+std::vector<int32_t> Generator::generate(std::span<const int32_t> prompt, int n_predict,
+                                         const TokenCallback& on_token) {
+  if (prompt.empty()) throw std::invalid_argument("generate: empty prompt (add a BOS token)");
+  const int nv = target_.n_vocab();
+  for (int32_t t : prompt)
+    if (t < 0 || t >= nv)
+      throw std::invalid_argument("generate: prompt token " + std::to_string(t) +
+                                  " outside the vocabulary");
+  if (prompt.size() > static_cast<size_t>(target_.n_ctx()))
+    throw std::invalid_argument("generate: prompt of " + std::to_string(prompt.size()) +
+                                " tokens exceeds the context of " +
+                                std::to_string(target_.n_ctx()));
+  stats_ = {};
+  stats_.prompt_tokens = static_cast<int64_t>(prompt.size());
+
+  Drafter drafter(opt_.draft_len > 0 ? draft_ : nullptr,
+                  opt_.draft_len > 0 ? opt_.lookup : LookupOptions{}, sp_, opt_.max_batch,
+                  opt_.null_logits_ok);
+  std::unique_ptr<DraftFeed> feed;
+  if (opt_.mode == SpecMode::partitioned && drafter.has_model())
+    feed = std::make_unique<PipelinedFeed>(drafter, 2 * opt_.draft_len + 1, opt_.draft_thread_init);
+  else
+    feed = std::make_unique<SharedFeed>(drafter);
+
+  std::vector<int32_t> hist(prompt.begin(), prompt.end());
+  std::vector<int32_t> out;
+  std::vector<float> logits;
+
+  // Prompt: the draft side starts first so a pipelined drafter processes it
+  // concurrently with the target.
+  feed->start(hist);
+  auto t0 = Clock::now();
+  target_.truncate(0);
+  const size_t mb = static_cast<size_t>(std::max(1, opt_.max_batch));
+  for (size_t off = 0; off + 1 < hist.size(); off += mb) {
+    const size_t n = std::min(hist.size() - 1 - off, mb);
+    if (!opt_.null_logits_ok) logits.resize(n * static_cast<size_t>(nv));
+    target_.forward(std::span<const int32_t>(hist).subspan(off, n),
+                    opt_.null_logits_ok ? nullptr : logits.data());
+  }
+  stats_.prompt_s = since(t0);
+
+  const auto tgen = Clock::now();
+  std::vector<float> p, scratch;
+  std::vector<int32_t> batch;
+  bool done = n_predict <= 0;
+  while (!done) {
+    const int64_t remaining = n_predict - stats_.generated;
+    const int64_t room = static_cast<int64_t>(target_.n_ctx()) - static_cast<int64_t>(hist.size());
+    if (room < 0) break;  // the last token no longer fits in the target's cache
+    const int k = static_cast<int>(
+        std::max<int64_t>(0, std::min<int64_t>({opt_.draft_len, remaining - 1, room})));
+    std::vector<Proposal> props = feed->take(hist, k);
+
+    const auto tv = Clock::now();
+    batch.assign(1, hist.back());
+    for (const auto& pr : props) batch.push_back(pr.token);
+    const size_t rows = batch.size();
+    logits.resize(rows * static_cast<size_t>(nv));
+    target_.forward(batch, logits.data());
+    ++stats_.target_passes;
+    auto row = [&](size_t i) {
+      return std::span<const float>(logits.data() + i * static_cast<size_t>(nv),
+                                    static_cast<size_t>(nv));
+    };
+    size_t m = 0;
+    int32_t next = -1;
+    if (sp_.greedy()) {
+      while (m < props.size() && sampling::argmax(row(m)) == props[m].token) ++m;
+      next = sampling::argmax(row(m));
+    } else {
+      for (; m < props.size(); ++m) {
+        const int64_t pos = static_cast<int64_t>(hist.size() + m);
+        sampling::probabilities(row(m), sp_, p);
+        const Verdict v = rejection_step(
+            p, props[m].q, props[m].token,
+            sampling::uniform_at(sp_.seed, pos, sampling::Stream::accept),
+            sampling::uniform_at(sp_.seed, pos, sampling::Stream::resample), scratch);
+        if (!v.accepted) {
+          next = v.token;
+          break;
+        }
+      }
+      if (m == props.size()) {
+        sampling::probabilities(row(m), sp_, p);
+        next = sampling::sample_from(
+            p, sampling::uniform_at(sp_.seed, static_cast<int64_t>(hist.size() + m),
+                                    sampling::Stream::target_sample));
+      }
+    }
+    const size_t old_len = hist.size();
+    if (m < props.size()) target_.truncate(static_cast<int>(old_len + m));
+    stats_.verify_s += since(tv);
+
+    stats_.drafted += static_cast<int64_t>(props.size());
+    stats_.accepted += static_cast<int64_t>(m);
+    for (size_t i = 0; i < props.size(); ++i) {
+      auto& d = props[i].from_model ? stats_.model_drafted : stats_.lookup_drafted;
+      ++d;
+      if (i < m) ++(props[i].from_model ? stats_.model_accepted : stats_.lookup_accepted);
+    }
+
+    for (size_t i = 0; i <= m && !done; ++i) {
+      const int32_t tok = i < m ? props[i].token : next;
+      hist.push_back(tok);
+      out.push_back(tok);
+      ++stats_.generated;
+      const bool keep_going = on_token ? on_token(tok) : true;
+      if (!keep_going || (opt_.is_stop && opt_.is_stop(tok)) || stats_.generated >= n_predict)
+        done = true;
+    }
+    if (!done) feed->committed(hist);
+  }
+  stats_.generate_s = since(tgen);
+  stats_.draft_s = feed->draft_seconds();
+  stats_.wait_s = feed->wait_seconds();
+  stats_.discarded = feed->discarded();
+  feed.reset();  // joins the drafting thread before its counters are read
+  stats_.draft_passes = drafter.model_passes();
+  return out;
+}
+
+}  // namespace epyctune::engine::speculative

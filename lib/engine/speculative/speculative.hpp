@@ -1,0 +1,90 @@
+// Lossless speculative decoding over two CausalLMs (or one plus n-gram lookup).
+//
+// Invariant between rounds: the target's cache holds every history token but
+// the last. A round drafts up to K tokens, runs the target ONCE on
+// [last, d1..dK] (K+1 logit rows), keeps the longest prefix the target agrees
+// with (greedy: argmax match; sampling: rejection sampling), appends the
+// target's own token after it, and truncates the target's cache back to the
+// accepted length. Greedy output is token-for-token the target's own; sampled
+// output has exactly the target's distribution.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/model/causal_lm.hpp"
+#include "engine/sampling/sampler.hpp"
+#include "engine/speculative/ngram_lookup.hpp"
+
+namespace epyctune::engine::speculative {
+
+enum class SpecMode {
+  shared,       // draft and verify alternate on the same CPUs
+  partitioned,  // a drafting thread on its own CPUs runs ahead while the target verifies
+};
+const char* spec_mode_name(SpecMode m);
+
+struct SpecOptions {
+  int draft_len = 4;     // K: proposals per verify pass (0 = plain decoding)
+  LookupOptions lookup;  // n-gram lookup (cascade with the draft model when both)
+  SpecMode mode = SpecMode::shared;
+  // End of generation: stop after emitting a token for which this is true.
+  std::function<bool(int32_t)> is_stop;
+  int max_batch = 32;  // longest forward() batch when processing the prompt
+  // The models accept logits == nullptr in forward() (cache only, no output
+  // head), as LlamaModel does: the prompt then skips the vocabulary projection.
+  bool null_logits_ok = false;
+  // Partitioned mode: runs first on the drafting thread (pin it, bind memory).
+  std::function<void()> draft_thread_init;
+};
+
+struct SpecStats {
+  int64_t prompt_tokens = 0;
+  int64_t generated = 0;
+  int64_t target_passes = 0;  // verify passes while generating (prompt excluded)
+  int64_t drafted = 0;        // proposals sent to the target
+  int64_t accepted = 0;
+  int64_t lookup_drafted = 0, lookup_accepted = 0;
+  int64_t model_drafted = 0, model_accepted = 0;
+  int64_t draft_passes = 0;  // draft model forward() calls (prompt included)
+  int64_t discarded = 0;     // proposals computed ahead and thrown away (partitioned)
+  double prompt_s = 0.0;     // target prompt processing
+  double generate_s = 0.0;   // from the first round to the last token
+  double draft_s = 0.0;      // time spent computing proposals
+  double verify_s = 0.0;     // target forward + accept decision
+  double wait_s = 0.0;       // verifier idle, waiting for proposals
+
+  double acceptance_rate() const { return drafted ? double(accepted) / double(drafted) : 0.0; }
+  // Accepted proposals per target pass (each pass also yields one token of its own).
+  double mean_accepted() const {
+    return target_passes ? double(accepted) / double(target_passes) : 0.0;
+  }
+  double tokens_per_second() const { return generate_s > 0 ? double(generated) / generate_s : 0.0; }
+};
+
+// Called for every generated token in order; return false to stop early.
+using TokenCallback = std::function<bool(int32_t token)>;
+
+class Generator {
+ public:
+  // draft may be null (lookup-only or plain decoding). Both models must share
+  // the vocabulary; the generator owns their caches while it runs.
+  Generator(CausalLM& target, CausalLM* draft, sampling::SamplerParams sampler, SpecOptions opt);
+  // Generates up to n_predict tokens after prompt (non-empty), stopping early
+  // at a stop token or when the target's context is full. Returns the new tokens.
+  std::vector<int32_t> generate(std::span<const int32_t> prompt, int n_predict,
+                                const TokenCallback& on_token = {});
+  const SpecStats& stats() const { return stats_; }
+
+ private:
+  CausalLM& target_;
+  CausalLM* draft_;
+  sampling::SamplerParams sp_;
+  SpecOptions opt_;
+  SpecStats stats_;
+};
+
+}  // namespace epyctune::engine::speculative

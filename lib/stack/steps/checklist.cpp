@@ -1,0 +1,212 @@
+#include "stack/steps/checklist.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+namespace epyctune::stack {
+
+namespace {
+
+// Multi-line values (file contents) are shown on one line.
+std::string one_line(std::string s, size_t max = 60) {
+  std::replace(s.begin(), s.end(), '\n', ' ');
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  if (s.size() > max) s = s.substr(0, max - 3) + "...";
+  return s;
+}
+
+std::string xml_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '&':
+        o += "&amp;";
+        break;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      case '\'':
+        o += "&apos;";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t')
+          o += ' ';
+        else
+          o += c;
+    }
+  }
+  return o;
+}
+
+std::string label_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '\\' || c == '"') o += '\\';
+    if (c == '\n') {
+      o += "\\n";
+      continue;
+    }
+    o += c;
+  }
+  return o;
+}
+
+std::string md_cell(const std::string& s) {
+  std::string o;
+  for (char c : one_line(s, 80)) {
+    if (c == '|') o += '\\';
+    o += c;
+  }
+  return o;
+}
+
+}  // namespace
+
+Checklist make_checklist(const std::vector<KnobPlan>& plans, const std::string& profile,
+                         bool ignore_missing) {
+  Checklist c;
+  c.profile = profile;
+  for (const auto& p : plans) {
+    CheckLine l;
+    l.step = p.knob.step;
+    l.name = p.knob.name;
+    l.path = p.knob.loc.path;
+    l.expected = p.desired_display();
+    l.actual = p.current.display();
+    l.reason = p.reason;
+    switch (p.status) {
+      case PlanStatus::Unchanged:
+        l.result = "pass";
+        break;
+      case PlanStatus::Change:
+        l.result = "fail";
+        if (l.reason.empty()) l.reason = "differs: run `epyctune apply`";
+        break;
+      case PlanStatus::Manual:
+        l.result = "fail";
+        break;
+      case PlanStatus::Unsupported:
+        l.result = ignore_missing ? "skip" : "fail";
+        l.reason = "unsupported: " + l.reason;
+        break;
+      case PlanStatus::Pending:
+      case PlanStatus::Info:
+        l.result = "skip";
+        break;
+    }
+    (l.result == "pass" ? c.passed : l.result == "fail" ? c.failed : c.skipped)++;
+    c.lines.push_back(std::move(l));
+  }
+  return c;
+}
+
+ChecklistFormat parse_checklist_format(const std::string& n) {
+  if (n == "table") return ChecklistFormat::Table;
+  if (n == "json") return ChecklistFormat::Json;
+  if (n == "md" || n == "markdown") return ChecklistFormat::Markdown;
+  if (n == "junit") return ChecklistFormat::Junit;
+  if (n == "prometheus") return ChecklistFormat::Prometheus;
+  throw std::invalid_argument(
+      fmt::format("unknown format '{}': use table, json, md, junit or prometheus", n));
+}
+
+std::string render_checklist(const Checklist& c, ChecklistFormat f) {
+  std::string out;
+  switch (f) {
+    case ChecklistFormat::Table: {
+      size_t w_step = 4, w_name = 4, w_exp = 8;
+      for (const auto& l : c.lines) {
+        w_step = std::max(w_step, l.step.size());
+        w_name = std::max(w_name, one_line(l.name).size());
+        w_exp = std::max(w_exp, one_line(l.expected, 40).size());
+      }
+      out += fmt::format("{:<6}{:<{}}  {:<{}}  {:<{}}  {}\n", "", "STEP", w_step, "KNOB", w_name,
+                         "EXPECTED", w_exp, "ACTUAL");
+      for (const auto& l : c.lines) {
+        std::string mark = l.result == "pass" ? "[ok]" : l.result == "fail" ? "[FAIL]" : "[skip]";
+        out +=
+            fmt::format("{:<6}{:<{}}  {:<{}}  {:<{}}  {}", mark, l.step, w_step, one_line(l.name),
+                        w_name, one_line(l.expected, 40), w_exp, one_line(l.actual, 40));
+        if (!l.reason.empty()) out += "  -- " + one_line(l.reason, 160);
+        out += "\n";
+      }
+      out += fmt::format("{}: {} passed, {} failed, {} skipped\n",
+                         c.ok() ? "VERIFIED" : "NOT VERIFIED", c.passed, c.failed, c.skipped);
+      return out;
+    }
+    case ChecklistFormat::Json: {
+      nlohmann::json lines = nlohmann::json::array();
+      for (const auto& l : c.lines)
+        lines.push_back({{"step", l.step},
+                         {"knob", l.name},
+                         {"path", l.path},
+                         {"expected", l.expected},
+                         {"actual", l.actual},
+                         {"result", l.result},
+                         {"reason", l.reason}});
+      nlohmann::json j{{"schema_version", 1}, {"profile", c.profile}, {"ok", c.ok()},
+                       {"passed", c.passed},  {"failed", c.failed},   {"skipped", c.skipped},
+                       {"checks", lines}};
+      return j.dump(2) + "\n";
+    }
+    case ChecklistFormat::Markdown: {
+      out += fmt::format("## epyctune verify: {}\n\n", c.profile);
+      out += "| result | step | knob | expected | actual | reason |\n";
+      out += "|---|---|---|---|---|---|\n";
+      for (const auto& l : c.lines)
+        out +=
+            fmt::format("| {} | {} | {} | {} | {} | {} |\n", l.result, md_cell(l.step),
+                        md_cell(l.name), md_cell(l.expected), md_cell(l.actual), md_cell(l.reason));
+      out += fmt::format("\n**{}**: {} passed, {} failed, {} skipped\n",
+                         c.ok() ? "verified" : "not verified", c.passed, c.failed, c.skipped);
+      return out;
+    }
+    case ChecklistFormat::Junit: {
+      out += "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+      out += fmt::format(
+          "<testsuites><testsuite name=\"epyctune-verify {}\" tests=\"{}\" failures=\"{}\" "
+          "skipped=\"{}\">\n",
+          xml_escape(c.profile), c.lines.size(), c.failed, c.skipped);
+      for (const auto& l : c.lines) {
+        out += fmt::format("  <testcase classname=\"{}\" name=\"{}\">", xml_escape(l.step),
+                           xml_escape(l.name));
+        std::string msg = fmt::format("expected {}, actual {}{}", one_line(l.expected),
+                                      one_line(l.actual), l.reason.empty() ? "" : ": " + l.reason);
+        if (l.result == "fail")
+          out += fmt::format("<failure message=\"{}\"/>", xml_escape(msg));
+        else if (l.result == "skip")
+          out += fmt::format("<skipped message=\"{}\"/>", xml_escape(msg));
+        out += "</testcase>\n";
+      }
+      out += "</testsuite></testsuites>\n";
+      return out;
+    }
+    case ChecklistFormat::Prometheus: {
+      out +=
+          "# HELP epyctune_check Result of one epyctune verify check (1 pass, 0 fail, -1 skip)\n";
+      out += "# TYPE epyctune_check gauge\n";
+      for (const auto& l : c.lines)
+        out += fmt::format("epyctune_check{{profile=\"{}\",step=\"{}\",knob=\"{}\"}} {}\n",
+                           label_escape(c.profile), label_escape(l.step), label_escape(l.name),
+                           l.result == "pass"   ? 1
+                           : l.result == "fail" ? 0
+                                                : -1);
+      out += "# HELP epyctune_verified 1 when no check failed\n# TYPE epyctune_verified gauge\n";
+      out += fmt::format("epyctune_verified{{profile=\"{}\"}} {}\n", label_escape(c.profile),
+                         c.ok() ? 1 : 0);
+      return out;
+    }
+  }
+  return out;
+}
+
+}  // namespace epyctune::stack

@@ -1,0 +1,81 @@
+#include <doctest/doctest.h>
+
+#include <fstream>
+
+#include "engine/speculative/cpu_plan.hpp"
+#include "test_util.hpp"
+
+using namespace epyctune::engine::speculative;
+
+namespace {
+CpuPlanInput input(ModeRequest r, std::vector<int> cpus, std::vector<int> l3) {
+  CpuPlanInput in;
+  in.request = r;
+  in.has_draft_model = true;
+  in.cpus = std::move(cpus);
+  in.l3_ids = std::move(l3);
+  return in;
+}
+}  // namespace
+
+TEST_CASE("auto partitions by L3 domain, by CPU on one domain, and time-shares one CPU") {
+  auto one = plan_cpus(input(ModeRequest::automatic, {0, 1}, {0, 0}));
+  CHECK(one.mode == SpecMode::partitioned);
+  CHECK(one.draft_cpus == std::vector<int>{1});
+  CHECK(one.verify_cpus == std::vector<int>{0});
+  auto single = plan_cpus(input(ModeRequest::automatic, {5}, {0}));
+  CHECK(single.mode == SpecMode::shared);
+  CHECK(single.shared_cpus == std::vector<int>{5});
+  auto two =
+      plan_cpus(input(ModeRequest::automatic, {0, 1, 2, 3, 4, 5, 6, 7}, {0, 0, 0, 0, 1, 1, 1, 1}));
+  CHECK(two.mode == SpecMode::partitioned);
+  CHECK(two.draft_cpus == std::vector<int>{4, 5, 6, 7});
+  CHECK(two.verify_cpus == std::vector<int>{0, 1, 2, 3});
+  CHECK(two.reason.find("2 L3 domains") != std::string::npos);
+}
+
+TEST_CASE("explicit partitions and their errors") {
+  auto in = input(ModeRequest::partitioned, {0, 1}, {0, 0});
+  auto p = plan_cpus(in);
+  CHECK(p.mode == SpecMode::partitioned);
+  CHECK(p.draft_cpus == std::vector<int>{1});
+  CHECK(p.verify_cpus == std::vector<int>{0});
+  in.draft_cpus = std::vector<int>{0};
+  p = plan_cpus(in);
+  CHECK(p.verify_cpus == std::vector<int>{1});
+  in.verify_cpus = std::vector<int>{0};
+  CHECK_THROWS_WITH_AS(plan_cpus(in), doctest::Contains("overlap"), std::invalid_argument);
+  auto one_cpu = input(ModeRequest::partitioned, {3}, {0});
+  CHECK_THROWS_WITH_AS(plan_cpus(one_cpu), doctest::Contains("at least 2"), std::invalid_argument);
+  auto shared = input(ModeRequest::shared, {0, 1}, {0, 0});
+  shared.draft_cpus = std::vector<int>{1};
+  CHECK_THROWS_AS(plan_cpus(shared), std::invalid_argument);
+  // auto with explicit lists means partitioned even on one L3.
+  auto a = input(ModeRequest::automatic, {0, 1}, {0, 0});
+  a.draft_cpus = std::vector<int>{0};
+  a.verify_cpus = std::vector<int>{1};
+  CHECK(plan_cpus(a).mode == SpecMode::partitioned);
+}
+
+TEST_CASE("without a draft model the target runs alone") {
+  auto in = input(ModeRequest::partitioned, {0, 1}, {0, 1});
+  in.has_draft_model = false;
+  CHECK(plan_cpus(in).mode == SpecMode::shared);
+}
+
+TEST_CASE("parse_mode_request names the choices") {
+  CHECK(parse_mode_request("auto") == ModeRequest::automatic);
+  CHECK_THROWS_WITH_AS(parse_mode_request("both"), doctest::Contains("partitioned, shared or auto"),
+                       std::invalid_argument);
+}
+
+TEST_CASE("read_l3_ids reads the sysroot, -1 where missing") {
+  epyctune::testing::TempDir dir;
+  for (int c : {0, 1}) {
+    const auto d =
+        dir.path() / ("sys/devices/system/cpu/cpu" + std::to_string(c) + "/cache/index3");
+    std::filesystem::create_directories(d);
+    std::ofstream(d / "id") << (c * 7) << "\n";
+  }
+  CHECK(read_l3_ids(dir.path(), {0, 1, 2}) == std::vector<int>{0, 7, -1});
+}
