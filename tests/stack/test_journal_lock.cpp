@@ -1,9 +1,13 @@
 // The journal's format and failure modes, and the one-writer lock.
 #include <doctest/doctest.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <fstream>
+#include <sstream>
 
 #include "../fixture/fixture_cache.hpp"
 #include "stack/apply.hpp"
@@ -29,7 +33,7 @@ std::vector<Knob> one_knob() {
 
 }  // namespace
 
-TEST_CASE("journal: header, entries, torn tail ignored, malformed line named") {
+TEST_CASE("journal: header, entries, torn tail past the seal ignored, malformed record named") {
   testing::ScratchDir d;
   put(d.path(), "proc/sys/kernel/numa_balancing", "1\n");
   host::Sysroot sys(d.path());
@@ -39,24 +43,25 @@ TEST_CASE("journal: header, entries, torn tail ignored, malformed line named") {
   auto c = j.load();
   CHECK(c.exists);
   REQUIRE(c.entries.size() == 1);
-  CHECK(c.entries[0].line == 2);
+  CHECK(c.entries[0].line == 3);  // after the seal and the header
   CHECK(c.entries[0].original.raw == "1\n");
   CHECK(c.created_dirs == std::vector<std::string>{"/var", "/var/lib", "/var/lib/epyctune"});
 
-  SUBCASE("a torn last line (crash inside the append) is ignored") {
+  SUBCASE("a torn record past the seal (crash inside the append) is ignored") {
     std::ofstream(d.path() / "var/lib/epyctune/journal", std::ios::app) << "{\"type\":\"orig";
     auto c2 = j.load();
     CHECK(c2.entries.size() == 1);
     CHECK(!c2.torn_tail.empty());
   }
-  SUBCASE("a malformed complete line stops apply and revert, naming the line") {
-    std::ofstream(d.path() / "var/lib/epyctune/journal", std::ios::app) << "{not json}\n";
+  SUBCASE("a checksummed record that is not JSON stops apply and revert, naming the line") {
+    std::ofstream(d.path() / "var/lib/epyctune/journal", std::ios::app)
+        << journal_record("{not json}");
     try {
       j.load();
       FAIL("expected JournalError");
     } catch (const JournalError& e) {
-      CHECK(e.line() == 3);
-      CHECK(std::string(e.what()).find("line 3") != std::string::npos);
+      CHECK(e.line() == 4);
+      CHECK(std::string(e.what()).find("line 4") != std::string::npos);
       CHECK(std::string(e.what()).find("journal") != std::string::npos);
     }
     auto knobs = one_knob();
@@ -68,9 +73,9 @@ TEST_CASE("journal: header, entries, torn tail ignored, malformed line named") {
     CHECK(std::string(std::istreambuf_iterator<char>(in), {}) == "0\n");
   }
   SUBCASE("a record missing a field is named too") {
-    std::ofstream(d.path() / "var/lib/epyctune/journal", std::ios::app)
-        << "{\"type\":\"original\",\"step\":\"x\",\"name\":\"y\",\"knob\":{\"kind\":\"value\"}}\n";
-    CHECK_THROWS_WITH_AS(j.load(), doctest::Contains("line 3: missing field 'path'"), JournalError);
+    std::ofstream(d.path() / "var/lib/epyctune/journal", std::ios::app) << journal_record(
+        "{\"type\":\"original\",\"step\":\"x\",\"name\":\"y\",\"knob\":{\"kind\":\"value\"}}");
+    CHECK_THROWS_WITH_AS(j.load(), doctest::Contains("line 4: missing field 'path'"), JournalError);
   }
   SUBCASE("revert clears the journal and the state dirs it created") {
     auto rv = revert_journal(sys);
@@ -120,4 +125,69 @@ TEST_CASE("lock: a stale lock is recovered, a live one reported with its pid") {
     std::ifstream in(d.path() / "proc/sys/kernel/numa_balancing");
     CHECK(std::string(std::istreambuf_iterator<char>(in), {}) == "1\n");
   }
+}
+
+TEST_CASE("lock: a clean apply in another process leaves no lock and no stale-lock note") {
+  testing::ScratchDir d;
+  put(d.path(), "proc/sys/kernel/numa_balancing", "1\n");
+  host::Sysroot sys(d.path());
+  pid_t child = fork();
+  if (child == 0) _exit(apply_knobs(sys, one_knob(), {}).exit_code);
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == kExitOk);
+  CHECK(!fs::exists(d.path() / "var/lib/epyctune/lock"));
+  auto r = revert_journal(sys);
+  CHECK(r.exit_code == kExitOk);
+  for (const auto& n : r.notes) CHECK(n.find("stale") == std::string::npos);
+}
+
+TEST_CASE("lock: concurrent contenders always name the real holder, never pid 0") {
+  testing::ScratchDir d;
+  host::Sysroot sys(d.path());
+  ensure_state_dir(sys);
+  constexpr int kProcs = 4, kRounds = 300;
+  int out[2];
+  REQUIRE(pipe(out) == 0);
+  std::vector<pid_t> kids;
+  for (int i = 0; i < kProcs; ++i) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      close(out[0]);
+      for (int round = 0; round < kRounds; ++round) {
+        try {
+          StateLock lock(sys);
+          sched_yield();
+        } catch (const LockHeldError& e) {
+          bool kill0 = std::string(e.what()).find("kill 0") != std::string::npos;
+          dprintf(out[1], "%d %d\n", e.pid(), kill0 ? 1 : 0);
+        } catch (const std::exception& e) {
+          dprintf(out[1], "error %s\n", e.what());
+        }
+      }
+      _exit(0);
+    }
+    kids.push_back(pid);
+  }
+  close(out[1]);
+  std::string text;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(out[0], buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(n));
+  close(out[0]);
+  for (pid_t k : kids) waitpid(k, nullptr, 0);
+  int contended = 0;
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    CAPTURE(line);
+    int pid = 0, kill0 = 0;
+    REQUIRE(std::sscanf(line.c_str(), "%d %d", &pid, &kill0) == 2);
+    CHECK(std::find(kids.begin(), kids.end(), pid) != kids.end());
+    CHECK(kill0 == 0);
+    ++contended;
+  }
+  CHECK(contended > 0);
+  CHECK(!fs::exists(d.path() / "var/lib/epyctune/lock"));
 }
