@@ -98,9 +98,8 @@ std::vector<std::string> roll_back(const host::Sysroot& sys, std::vector<Applied
 }
 
 std::string read_fault(const KnobPlan& p) {
-  return fmt::format("{}/{}: cannot read its current value from {}: {} ({})", p.knob.step,
-                     p.knob.name, p.read_path, std::strerror(p.read_errno),
-                     errno_name(p.read_errno));
+  return fmt::format("{}/{}: cannot read its current value: {} ({})", p.knob.step, p.knob.name,
+                     p.read_error, errno_name(p.read_errno));
 }
 
 ApplyResult check_run(const std::vector<KnobPlan>& plans) {
@@ -245,9 +244,7 @@ void change_knob(Run& run, const KnobPlan& p, KnobOutcome o) {
       run.r.knobs.push_back(std::move(o));
       return;
     }
-    fail_knob(run, std::move(o), k,
-              fmt::format("{} {}: {} ({})", e.op(), e.path(), std::strerror(e.err()),
-                          errno_name(e.err())));
+    fail_knob(run, std::move(o), k, fmt::format("{} ({})", e.what(), errno_name(e.err())));
     return;
   }
   run.r.changed = true;

@@ -58,7 +58,7 @@ KnobPlan plan_knob(const host::Sysroot& sys, const Knob& knob) {
     p.status = PlanStatus::Unsupported;
     p.reason = fmt::format("cannot read: {}", e.what());
     p.read_errno = e.err();
-    p.read_path = e.path();
+    p.read_error = e.what();
     return p;
   }
   if (!knob.desired) {
