@@ -57,6 +57,22 @@ bool still_named(int dir, const char* name, int fd) {
          held.st_ino == now.st_ino && held.st_dev == now.st_dev;
 }
 
+// A taker killed between creating its private "lock.PID" and linking it
+// leaves that file behind; it would keep the state directory from being
+// removed by a full revert. A live taker's file names a live pid.
+void remove_dead_takers(const host::Sysroot& sys, int dir) {
+  std::string prefix = std::string(kLockName) + ".";
+  for (const auto& name : sys.list(kStateDir)) {
+    if (!name.starts_with(prefix)) continue;
+    try {
+      int pid = static_cast<int>(parse_u64(name.substr(prefix.size())));
+      if (pid != ::getpid() && !alive(pid)) ::unlinkat(dir, name.c_str(), 0);
+    } catch (const std::exception&) {
+      // Not a taker's file.
+    }
+  }
+}
+
 }  // namespace
 
 StateLock::StateLock(const host::Sysroot& sys) : sys_(sys) {
@@ -75,14 +91,14 @@ StateLock::StateLock(const host::Sysroot& sys) : sys_(sys) {
   } cleanup{dir.get(), tmp};
   std::string me = fmt::format("{}\n", ::getpid());
   if (::write(mine.get(), me.data(), me.size()) != static_cast<ssize_t>(me.size()) ||
-      ::fsync(mine.get()) != 0 || ::flock(mine.get(), LOCK_EX | LOCK_NB) != 0)
+      ::flock(mine.get(), LOCK_EX | LOCK_NB) != 0)
     throw host::HostError("write lock", path, errno ? errno : EIO);
 
   int unknown_holder = 0;
   for (int attempt = 0; attempt < 200; ++attempt) {
     if (::linkat(dir.get(), tmp.c_str(), dir.get(), kLockName, 0) == 0) {
       fd_ = std::move(mine);
-      ::fsync(dir.get());
+      remove_dead_takers(sys, dir.get());
       return;
     }
     if (errno != EEXIST) throw host::HostError("link lock", path, errno);

@@ -144,21 +144,30 @@ TEST_CASE("lock: a clean apply in another process leaves no lock and no stale-lo
 }
 
 TEST_CASE("lock: concurrent contenders always name the real holder, never pid 0") {
+  // Rounds of contenders released at the same instant on a fresh lock (as two
+  // applies started together): the window between taking the flock and the
+  // pid being in the file is where "pid 0 ... kill 0" came from.
   testing::ScratchDir d;
   host::Sysroot sys(d.path());
   ensure_state_dir(sys);
-  constexpr int kProcs = 4, kRounds = 300;
-  int out[2];
+  constexpr int kProcs = 4, kRounds = 400;
+  int go[2], out[2];
+  REQUIRE(pipe(go) == 0);
   REQUIRE(pipe(out) == 0);
   std::vector<pid_t> kids;
   for (int i = 0; i < kProcs; ++i) {
     pid_t pid = fork();
     if (pid == 0) {
       close(out[0]);
+      close(go[1]);
+      char c;
       for (int round = 0; round < kRounds; ++round) {
+        if (read(go[0], &c, 1) != 1) _exit(1);
         try {
           StateLock lock(sys);
-          sched_yield();
+          usleep(500);
+          lock.release();
+          dprintf(out[1], "held\n");
         } catch (const LockHeldError& e) {
           bool kill0 = std::string(e.what()).find("kill 0") != std::string::npos;
           dprintf(out[1], "%d %d\n", e.pid(), kill0 ? 1 : 0);
@@ -171,23 +180,45 @@ TEST_CASE("lock: concurrent contenders always name the real holder, never pid 0"
     kids.push_back(pid);
   }
   close(out[1]);
-  std::string text;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(out[0], buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(n));
-  close(out[0]);
-  for (pid_t k : kids) waitpid(k, nullptr, 0);
-  int contended = 0;
-  std::istringstream lines(text);
-  std::string line;
-  while (std::getline(lines, line)) {
-    CAPTURE(line);
-    int pid = 0, kill0 = 0;
-    REQUIRE(std::sscanf(line.c_str(), "%d %d", &pid, &kill0) == 2);
-    CHECK(std::find(kids.begin(), kids.end(), pid) != kids.end());
-    CHECK(kill0 == 0);
-    ++contended;
+  close(go[0]);
+  FILE* reports = fdopen(out[0], "r");
+  REQUIRE(reports != nullptr);
+  int contended = 0, held = 0;
+  char line[1024];
+  for (int round = 0; round < kRounds; ++round) {
+    REQUIRE(write(go[1], "gggg", kProcs) == kProcs);
+    for (int i = 0; i < kProcs; ++i) {
+      REQUIRE(fgets(line, sizeof line, reports) != nullptr);
+      if (std::string(line) == "held\n") {
+        ++held;
+        continue;
+      }
+      CAPTURE(line);
+      int pid = 0, kill0 = 0;
+      REQUIRE(std::sscanf(line, "%d %d", &pid, &kill0) == 2);
+      CHECK(std::find(kids.begin(), kids.end(), pid) != kids.end());
+      CHECK(kill0 == 0);
+      ++contended;
+    }
   }
+  fclose(reports);
+  close(go[1]);
+  for (pid_t k : kids) waitpid(k, nullptr, 0);
+  CHECK(held >= kRounds);
   CHECK(contended > 0);
   CHECK(!fs::exists(d.path() / "var/lib/epyctune/lock"));
+}
+
+TEST_CASE("lock: the private file of a taker that died before linking it is removed") {
+  testing::ScratchDir d;
+  put(d.path(), "proc/sys/kernel/numa_balancing", "1\n");
+  host::Sysroot sys(d.path());
+  pid_t dead = fork();
+  if (dead == 0) _exit(0);
+  waitpid(dead, nullptr, 0);
+  std::string leftover = "var/lib/epyctune/lock." + std::to_string(dead);
+  put(d.path(), leftover, std::to_string(dead) + "\n");
+  REQUIRE(apply_knobs(sys, one_knob(), {}).exit_code == kExitOk);
+  CHECK(!fs::exists(d.path() / leftover));
+  CHECK(revert_journal(sys).exit_code == kExitOk);
 }
