@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <thread>
@@ -57,7 +58,7 @@ bool still_named(int dir, const char* name, int fd) {
          held.st_ino == now.st_ino && held.st_dev == now.st_dev;
 }
 
-// A taker killed between creating its private "lock.PID" and linking it
+// A taker killed between creating its private "lock.PID.N" and linking it
 // leaves that file behind; it would keep the state directory from being
 // removed by a full revert. A live taker's file names a live pid.
 void remove_dead_takers(const host::Sysroot& sys, int dir) {
@@ -65,7 +66,8 @@ void remove_dead_takers(const host::Sysroot& sys, int dir) {
   for (const auto& name : sys.list(kStateDir)) {
     if (!name.starts_with(prefix)) continue;
     try {
-      int pid = static_cast<int>(parse_u64(name.substr(prefix.size())));
+      auto rest = std::string_view(name).substr(prefix.size());
+      int pid = static_cast<int>(parse_u64(rest.substr(0, rest.find('.'))));
       if (pid != ::getpid() && !alive(pid)) ::unlinkat(dir, name.c_str(), 0);
     } catch (const std::exception&) {
       // Not a taker's file.
@@ -79,11 +81,15 @@ StateLock::StateLock(const host::Sysroot& sys) : sys_(sys) {
   std::string path = sys.resolve(kLockPath).string();
   auto dir = sys.open_or_throw("open state dir", kStateDir, O_RDONLY | O_DIRECTORY);
   // Our pid goes into a private file, locked, before the name appears.
-  std::string tmp = fmt::format("{}.{}", kLockName, ::getpid());
+  // "lock.PID.N": unique per taker, also between threads of one process.
+  static std::atomic<unsigned> takers{0};
+  std::string tmp = fmt::format("{}.{}.{}", kLockName, ::getpid(), takers++);
   ::unlinkat(dir.get(), tmp.c_str(), 0);
   host::UniqueFd mine(
       ::openat(dir.get(), tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
-  if (!mine) throw host::HostError("create lock", path + tmp.substr(4), errno);
+  if (!mine)
+    throw host::HostError("create lock", sys.resolve(std::string(kStateDir) + "/" + tmp).string(),
+                          errno);
   struct Cleanup {
     int dir;
     const std::string& name;

@@ -5,9 +5,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "../fixture/fixture_cache.hpp"
 #include "stack/apply.hpp"
@@ -216,9 +218,38 @@ TEST_CASE("lock: the private file of a taker that died before linking it is remo
   pid_t dead = fork();
   if (dead == 0) _exit(0);
   waitpid(dead, nullptr, 0);
-  std::string leftover = "var/lib/epyctune/lock." + std::to_string(dead);
+  std::string leftover = "var/lib/epyctune/lock." + std::to_string(dead) + ".0";
   put(d.path(), leftover, std::to_string(dead) + "\n");
   REQUIRE(apply_knobs(sys, one_knob(), {}).exit_code == kExitOk);
   CHECK(!fs::exists(d.path() / leftover));
   CHECK(revert_journal(sys).exit_code == kExitOk);
+}
+
+TEST_CASE("lock: threads of one process exclude each other and name their process") {
+  testing::ScratchDir d;
+  host::Sysroot sys(d.path());
+  ensure_state_dir(sys);
+  std::atomic<int> inside{0}, overlaps{0}, contended{0}, wrong_pid{0}, errors{0};
+  auto worker = [&] {
+    for (int i = 0; i < 300; ++i) {
+      try {
+        StateLock lock(sys);
+        if (inside.fetch_add(1) != 0) ++overlaps;
+        std::this_thread::yield();
+        inside.fetch_sub(1);
+      } catch (const LockHeldError& e) {
+        ++contended;
+        if (e.pid() != getpid()) ++wrong_pid;
+      } catch (const std::exception&) {
+        ++errors;
+      }
+    }
+  };
+  std::thread a(worker), b(worker);
+  a.join();
+  b.join();
+  CHECK(overlaps == 0);
+  CHECK(wrong_pid == 0);
+  CHECK(errors == 0);
+  CHECK(!fs::exists(d.path() / "var/lib/epyctune/lock"));
 }
