@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   libcli11-dev libtomlplusplus-dev libnuma-dev libhwloc-dev hwloc libcpuid-dev
-  libspdlog-dev libfmt-dev doctest-dev nlohmann-json3-dev libsystemd-dev
+  libspdlog-dev libfmt-dev doctest-dev nlohmann-json3-dev libsystemd-dev zlib1g-dev
   clang libclang-rt-14-dev
 )
 

@@ -34,8 +34,9 @@ void add_revert_command(CLI::App& app, GlobalOptions& global) {
   auto* cmd = app.add_subcommand("revert", "Restore every value epyctune changed, newest first");
   cmd->add_flag("--json", *json, "JSON output");
   cmd->footer(
-      "Exit codes: 0 reverted (or nothing to revert); 1 unreadable journal; 2 some "
-      "originals could not be restored (journal kept); 3 locked; 4 missing privilege.");
+      "Exit codes: 0 reverted (or nothing to revert); 1 unreadable journal, or a record "
+      "outside what epyctune writes (nothing written); 2 some originals could not be "
+      "restored or the journal is damaged (journal kept); 3 locked; 4 missing privilege.");
   cmd->callback([json, &global] { global.exit_code = run_revert(*json, global); });
 }
 

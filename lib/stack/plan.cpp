@@ -57,6 +57,8 @@ KnobPlan plan_knob(const host::Sysroot& sys, const Knob& knob) {
   } catch (const host::HostError& e) {
     p.status = PlanStatus::Unsupported;
     p.reason = fmt::format("cannot read: {}", e.what());
+    p.read_errno = e.err();
+    p.read_error = e.what();
     return p;
   }
   if (!knob.desired) {
