@@ -1,9 +1,9 @@
-// epyctune-engine bench --model M [--batch 1,2,4,8,16] [-n N] [--repeat R]
+// epyctune-engine bench --model M [--batch 1,2,4,8,16] [--passes N] [-r R]
 //                       [--threads N | --cpus LIST] [--json] [--ctx P]
 //                       [--hugepages] [--numa POLICY] [--kv f16|f32] [--isa ISA]
 //
 // Per batch size K: the time of one forward pass of K tokens appended after a
-// P-token context (median, min, max over R repeats of N passes each), tokens/s,
+// P-token context (median, min, max over R repetitions of N passes each), tokens/s,
 // and the weight bytes the pass reads. Alongside: this host's read bandwidth
 // measured on the same CPUs, the roofline for single-token decode
 // (bandwidth / bytes per token) and how close batch 1 gets to it, the K=8 vs
@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/epyctune-engine/commands.hpp"
+#include "apps/epyctune-engine/progress.hpp"
 #include "common/cpulist.hpp"
 #include "engine/kernels/kernels.hpp"
 #include "engine/model/llama_model.hpp"
@@ -114,9 +115,15 @@ int run_bench(const BenchOptions& o) {
     mo.kv_type = o.kv == "f16" ? GgmlType::F16 : GgmlType::F32;
     int max_k = *std::max_element(o.batches.begin(), o.batches.end());
     mo.max_batch = std::max(64, max_k);
+    ProgressLine line("load");
+    if (line.enabled())
+      mo.progress = [&](std::string_view stage, uint64_t done, uint64_t total) {
+        line.update(stage, done >> 20, total >> 20, "MiB");
+      };
     auto t0 = Clock::now();
     auto model = LlamaModel::load(o.model, pool, mo);
     double load_s = since(t0);
+    line.finish();
     const auto& lr = model->load_report();
     if (o.ctx + max_k > model->n_ctx())
       throw std::invalid_argument(fmt::format("--ctx {} + batch {} exceeds the model's n_ctx {}",
@@ -318,9 +325,15 @@ void add_bench_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_option("--batch", o->batches, "batch sizes (tokens per pass)")
       ->delimiter(',')
       ->check(CLI::Range(1, 512));
-  cmd->add_option("-n", o->passes, "passes per repeat")->check(CLI::Range(1, 100000));
-  cmd->add_option("--repeat", o->repeat, "repeats (median, min, max over them)")
-      ->check(CLI::Range(1, 1000));
+  // As llama-bench: -r repetitions, -t threads. -n (tokens generated, in
+  // generate and llama-bench) has no meaning here: every pass is truncated
+  // back to the same context.
+  cmd->add_option("--passes", o->passes, "forward passes per repetition and batch size")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  cmd->add_option("-r,--repetitions", o->repeat, "repetitions (median, min, max over them)")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
   auto* th = cmd->add_option("--threads,-t", o->threads, "threads: the first N allowed CPUs");
   cmd->add_option("--cpus", o->cpus, "CPU list to pin the pool to, e.g. 0-7")->excludes(th);
   cmd->add_option("--ctx", o->ctx, "tokens already in the KV cache before each pass")

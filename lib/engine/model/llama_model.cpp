@@ -13,6 +13,7 @@
 #include "engine/model/kv_cache.hpp"
 #include "engine/model/llama_weights.hpp"
 #include "engine/runtime/numa_maps.hpp"
+#include "engine/runtime/progress.hpp"
 #include "engine/runtime/thread_pool.hpp"
 
 namespace epyctune::engine {
@@ -32,7 +33,8 @@ struct MatJob {
 
 // Touches one byte per 4 KiB page of every matrix, 2 MiB per work item, so
 // page faults (and disk reads for a cold file) happen on all pool threads.
-void prefault_weights(LlamaWeights& w, runtime::ThreadPool& pool) {
+void prefault_weights(LlamaWeights& w, runtime::ThreadPool& pool,
+                      const runtime::ProgressFn& progress) {
   constexpr size_t kPiece = size_t{2} << 20;
   struct Piece {
     const uint8_t* p;
@@ -48,23 +50,26 @@ void prefault_weights(LlamaWeights& w, runtime::ThreadPool& pool) {
       pieces.push_back({m->data + o, std::min(kPiece, m->bytes() - o)});
   }
   std::vector<uint64_t> sums(size_t(pool.size()) * 8, 0);
-  pool.parallel_for(static_cast<int64_t>(pieces.size()), 1, [&](int64_t b, int64_t e, int tid) {
-    uint64_t s = 0;
-    for (int64_t i = b; i < e; ++i) {
+  runtime::parallel_for_progress(
+      pool, static_cast<int64_t>(pieces.size()), [&](int64_t i) { return pieces[i].n; }, "page-in",
+      progress,
+      [&](int64_t b, int64_t e, int tid) {
+        uint64_t s = 0;
+        for (int64_t i = b; i < e; ++i) {
 #ifdef MADV_POPULATE_READ
-      // One syscall maps the whole piece (Linux >= 5.14), far cheaper than a
-      // fault per 4 KiB page; older kernels answer EINVAL and we touch pages.
-      auto addr = reinterpret_cast<uintptr_t>(pieces[i].p);
-      auto page = addr & ~uintptr_t{4095};
-      if (madvise(reinterpret_cast<void*>(page), pieces[i].n + (addr - page), MADV_POPULATE_READ) ==
-          0)
-        continue;
+          // One syscall maps the whole piece (Linux >= 5.14), far cheaper than
+          // a fault per 4 KiB page; older kernels answer EINVAL and we touch pages.
+          auto addr = reinterpret_cast<uintptr_t>(pieces[i].p);
+          auto page = addr & ~uintptr_t{4095};
+          if (madvise(reinterpret_cast<void*>(page), pieces[i].n + (addr - page),
+                      MADV_POPULATE_READ) == 0)
+            continue;
 #endif
-      for (size_t o = 0; o < pieces[i].n; o += 4096)
-        s += *static_cast<const volatile uint8_t*>(pieces[i].p + o);
-    }
-    sums[size_t(tid) * 8] += s;
-  });
+          for (size_t o = 0; o < pieces[i].n; o += 4096)
+            s += *static_cast<const volatile uint8_t*>(pieces[i].p + o);
+        }
+        sums[size_t(tid) * 8] += s;
+      });
 }
 
 }  // namespace
@@ -128,6 +133,7 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::filesystem::path& path,
     co.pack = opts.pack_weights;
     co.policy = opts.numa;
     co.nodes = opts.numa_nodes;
+    co.progress = opts.progress;
     auto r = copy_weights(*m->file_, w, co, pool);
     m->load_.packed_bytes = r.packed_bytes;
     m->impl_->weight_copy = std::move(r.memory);
@@ -137,7 +143,7 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::filesystem::path& path,
   }
   if (opts.prefault) {
     auto t1 = std::chrono::steady_clock::now();
-    prefault_weights(w, pool);
+    prefault_weights(w, pool, opts.progress);
     m->load_.prefault_s = seconds_since(t1);
   }
   const auto& c = m->cfg_;
@@ -230,9 +236,9 @@ void run_matmuls(runtime::ThreadPool& pool, std::initializer_list<MatJob> jobs) 
     total += span(j);
     bytes += j.m->bytes();
   }
-  // ~512 KiB of weights a chunk (~15 us): the kernels' prefetch stops at a
-  // chunk's end, which cost 4% of the stream at 128 KiB; 2 MiB chunks left
-  // a 9.4 MB matrix too few to balance (paired A/B, 2 threads, 1 GiB).
+  // ~512 KiB of weights a chunk: the kernels' prefetch stops at a chunk's
+  // end, so small chunks stall the stream, and large ones leave a small
+  // matrix too few chunks to balance across threads.
   const int64_t row_bytes = std::max<int64_t>(1, bytes / total);
   const int64_t grain = std::max<int64_t>(1, (int64_t{512} << 10) / row_bytes / kAlign) * kAlign;
   pool.parallel_stream(total, grain, [&](int64_t b, int64_t e, int) {
@@ -248,8 +254,8 @@ void run_matmuls(runtime::ThreadPool& pool, std::initializer_list<MatJob> jobs) 
 }
 
 // prepare_acts with the token rows spread over the pool: each row is
-// quantized on its own, so the bytes do not depend on the split (8 rows ran
-// on one thread while the others waited: ~1-2% of an 8-token pass).
+// quantized on its own, so the bytes do not depend on the split (on one
+// thread, the others would wait).
 void prepare_acts(runtime::ThreadPool& pool, GgmlType type, const float* x, int n_tokens, int64_t k,
                   kernels::Acts& out) {
   if (n_tokens < 2 || pool.size() < 2) return kernels::prepare_acts(type, x, n_tokens, k, out);
@@ -325,8 +331,8 @@ void LlamaModel::forward_chunk(std::span<const int32_t> tokens, float* logits, b
     // One work item per (kv head, run of tokens): the head's keys and values
     // are converted once for the run's last token and serve every token of
     // the run and the `group` query heads that share them (per token, an
-    // 8-token verify converted them 8 times: 13% of its pass). Runs are the
-    // whole batch unless that leaves fewer than ~4 items per thread.
+    // 8-token verify would convert them 8 times). Runs are the whole batch
+    // unless that leaves fewer than ~4 items per thread.
     const int run = std::clamp(B * c.n_kv_heads / (4 * pool_.size()), 1, B);
     const int runs = (B + run - 1) / run;
     pool_.parallel_for(int64_t(runs) * c.n_kv_heads, 1, [&](int64_t b, int64_t e, int tid) {
@@ -374,9 +380,9 @@ void LlamaModel::forward_chunk(std::span<const int32_t> tokens, float* logits, b
     run_matmuls(pool_,
                 {{&L.w_gate, &s.acts_a, s.gate.data(), ffn}, {&L.w_up, au, s.up.data(), ffn}});
     {
-      // An exp per element: 2% of an 8-token pass on one thread while the
-      // others waited. Pieces of a token row start at multiples of 64, and
-      // the op is elementwise, so the split changes no result.
+      // An exp per element: worth spreading over the pool. Pieces of a token
+      // row start at multiples of 64, and the op is elementwise, so the split
+      // changes no result.
       const int64_t piece = std::max<int64_t>(64, (ffn / (2 * pool_.size()) + 63) / 64 * 64);
       const int64_t per_row = (ffn + piece - 1) / piece;
       pool_.parallel_for(B * per_row, 1, [&](int64_t b, int64_t e, int) {

@@ -17,6 +17,7 @@
 #include "engine/gguf/ggml_types.hpp"
 #include "engine/model/causal_lm.hpp"
 #include "engine/model/llama_config.hpp"
+#include "engine/runtime/progress.hpp"
 #include "engine/runtime/weight_memory.hpp"
 
 namespace epyctune::engine {
@@ -44,6 +45,9 @@ struct ModelOptions {
   // Read every weight page at load (in parallel on the pool), so the first
   // forward() does not pay the page faults / disk reads.
   bool prefault = false;
+  // Reports the weight copy ("copy") and page-in ("page-in") in bytes, on the
+  // loading thread; null: silent.
+  runtime::ProgressFn progress;
 };
 
 struct LoadReport {
