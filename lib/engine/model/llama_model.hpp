@@ -97,6 +97,12 @@ class LlamaModel : public CausalLM {
   struct Impl;
   LlamaModel(runtime::ThreadPool& pool);
   void forward_chunk(std::span<const int32_t> tokens, float* logits, bool last_only);
+  // forward_chunk's steps, on the B tokens' activation rows in impl_.
+  void embed(std::span<const int32_t> tokens);
+  void attention_block(int il, int B);
+  void attend_cached(int il, int B);
+  void ffn_block(int il, int B);
+  void output_head(int B, float* logits, bool last_only);
 
   runtime::ThreadPool& pool_;
   std::unique_ptr<gguf::File> file_;
