@@ -295,8 +295,9 @@ void add_generate_options(CLI::App* cmd, GenerateArgs& a) {
                              "Threads: the first N allowed CPUs (default: all allowed)");
   cmd->add_option("--cpus", a.cpus, "CPUs to run on, e.g. 0-7 (default: all allowed)")
       ->excludes(th);
-  // llama.cpp's -md reaches here as --model-draft (llama_style_args).
-  cmd->add_option("--model-draft", a.draft, "Draft model (GGUF, same vocabulary); also -md");
+  // llama.cpp's -md reaches here as --model-draft once main() parses
+  // llama_style_args (commands.hpp); CLI11 itself reads "-md" as -m d.
+  cmd->add_option("--model-draft", a.draft, "Draft model (GGUF, same vocabulary)");
   cmd->add_option("--lookup", a.lookup, "N-gram lookup drafting: longest n-gram N (0 = off)");
   cmd->add_option("--lookup-min", a.lookup_min, "Shortest n-gram lookup accepts")
       ->capture_default_str();
@@ -304,9 +305,9 @@ void add_generate_options(CLI::App* cmd, GenerateArgs& a) {
                   "Tokens drafted per verify pass (K; 0 = plain decoding)")
       ->capture_default_str();
   cmd->add_option("--draft-min", a.draft_min,
-                  "Shortest draft worth a verify pass: a shorter one (an n-gram lookup that "
-                  "found fewer tokens) is dropped and the target decodes one token alone, as "
-                  "llama.cpp's --draft-min")
+                  "Shortest draft worth a verify pass, as llama.cpp's --draft-min: a shorter "
+                  "one is dropped and the target decodes one token alone (drafts come short "
+                  "near the end of generation and when the draft model's context is full)")
       ->capture_default_str();
   cmd->add_option("--draft-cpus", a.draft_cpus, "Draft partition (partitioned mode)");
   cmd->add_option("--verify-cpus", a.verify_cpus, "Target partition (partitioned mode)");
