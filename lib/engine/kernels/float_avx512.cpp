@@ -1,46 +1,65 @@
-// AVX-512 kernels for F32 / F16 / BF16 weights against f32 activations: the
-// 16-lane Isa of float_tiles.hpp (lane i of the zmm accumulator is the scalar
-// reference's stripe i; the tail is masked), attention's dot_f32 / axpy, and
-// the 16-lane vec_math.hpp copies.
+// AVX-512 kernels for F32 / F16 / BF16 weights against f32 activations. Lane i
+// of the zmm accumulator is the scalar reference's stripe i (elements
+// i, i+16, ...); the tail is masked, so the order is exactly the reference's.
 #include <immintrin.h>
 
 #include "engine/kernels/blocks.hpp"
-#include "engine/kernels/float_tiles.hpp"
 #include "engine/kernels/kernel_table.hpp"
 #include "engine/kernels/reduce_avx512.hpp"
+#include "engine/kernels/tile_driver.hpp"
 #include "engine/kernels/vec_math.hpp"
 
 namespace epyctune::engine::kernels::detail {
 namespace {
 
-struct Avx512 {
-  using V = __m512;
-  static constexpr int kLanes = 16;
-  static constexpr int kMaxTokens = 8;
-  static __mmask16 first(int n) {
-    return n >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << n) - 1u);
+constexpr int kMaxTokens = 8;
+
+enum class F { f32, f16, bf16 };
+
+template <F kF>
+inline __m512 load_w(const uint8_t* row, int64_t i, __mmask16 m) {
+  if constexpr (kF == F::f32) {
+    return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + i);
+  } else if constexpr (kF == F::f16) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(row) + i));
+  } else {
+    const __m256i h = _mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(row) + i);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   }
-  static V zero() { return _mm512_setzero_ps(); }
-  template <FloatType kF>
-  static V load_w(const uint8_t* row, int64_t i, int n) {
-    const __mmask16 m = first(n);
-    if constexpr (kF == FloatType::f32) {
-      return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + i);
-    } else if constexpr (kF == FloatType::f16) {
-      return _mm512_cvtph_ps(
-          _mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(row) + i));
-    } else {
-      const __m256i h = _mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(row) + i);
-      return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+template <F kF, int T>
+void row_tile(const uint8_t* row, int64_t k, const float* const* x, float* out) {
+  __m512 acc[T];
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= k; i += 16) {
+    const __m512 w = load_w<kF>(row, i, 0xFFFF);
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) acc[t] = _mm512_fmadd_ps(w, _mm512_loadu_ps(x[t] + i), acc[t]);
+  }
+  if (i < k) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (k - i)) - 1u);
+    const __m512 w = load_w<kF>(row, i, m);
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      acc[t] = _mm512_mask3_fmadd_ps(w, _mm512_maskz_loadu_ps(m, x[t] + i), acc[t], m);
     }
   }
-  static V load_x(const float* p, int n) {
-    return n >= 16 ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(first(n), p);
-  }
-  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
-  static V fma_first(V a, V b, V c, int n) { return _mm512_mask3_fmadd_ps(a, b, c, first(n)); }
-  static float reduce(const V acc[1]) { return reduce16_zmm(acc[0]); }
-};
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) out[t] = reduce16_zmm(acc[t]);
+}
+
+template <F kF>
+void matmul(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
+            int64_t r0, int64_t r1) {
+  drive_tiles<kMaxTokens, float>(
+      w, w_row_bytes, acts, y, ldy, r0, r1,
+      [&](auto T, const uint8_t* row, const float* const* rows, float* out) {
+        row_tile<kF, decltype(T)::value>(row, acts.k, rows, out);
+      });
+}
 
 }  // namespace
 
@@ -77,7 +96,9 @@ void axpy_avx512(float* y, float a, const float* x, int64_t n) {
 EPYCTUNE_VEC_MATH_DEFINE(avx512, 16)
 
 void fill_avx512_table_float(MatmulTable& t) {
-  fill_float_table<Avx512>(t);
+  t.f32 = matmul<F::f32>;
+  t.f16 = matmul<F::f16>;
+  t.bf16 = matmul<F::bf16>;
 }
 
 }  // namespace epyctune::engine::kernels::detail
