@@ -52,7 +52,7 @@ main_job() {
   echo "== epyctune-engine generate (greedy, prompt lookup drafts)"
   "$dir/apps/epyctune-engine/epyctune-engine" generate --model "$model" --prompt "The quick brown fox" -n 32 --lookup 2
   echo "== epyctune-engine bench (decode and K=8 verify vs the memory roofline)"
-  "$dir/apps/epyctune-engine/epyctune-engine" bench --model "$model" --batch 1,8 -n 2 --repeat 3
+  "$dir/apps/epyctune-engine/epyctune-engine" bench --model "$model" --batch 1,8 --passes 2 -r 3
 }
 
 install_deps
