@@ -154,6 +154,8 @@ ApplyResult apply_knobs(const host::Sysroot& sys, const std::vector<Knob>& knobs
   std::vector<Applied> applied;
   bool stopped = false;
   for (const auto& planned : plans) {
+    if (opts.on_progress)
+      opts.on_progress({static_cast<size_t>(&planned - plans.data()), plans.size(), &planned.knob});
     if (stopped) {
       auto o = outcome_of(planned);
       o.status = "skipped";
