@@ -295,9 +295,9 @@ void add_generate_options(CLI::App* cmd, GenerateArgs& a) {
                              "Threads: the first N allowed CPUs (default: all allowed)");
   cmd->add_option("--cpus", a.cpus, "CPUs to run on, e.g. 0-7 (default: all allowed)")
       ->excludes(th);
-  // llama.cpp's -md reaches here as --model-draft once main() parses
-  // llama_style_args (commands.hpp); CLI11 itself reads "-md" as -m d.
-  cmd->add_option("--model-draft", a.draft, "Draft model (GGUF, same vocabulary)");
+  // llama.cpp's -md reaches here as --model-draft: main() rewrites it
+  // (llama_style_args), since CLI11 reads "-md" as -m d.
+  cmd->add_option("--model-draft", a.draft, "Draft model (GGUF, same vocabulary); also -md");
   cmd->add_option("--lookup", a.lookup, "N-gram lookup drafting: longest n-gram N (0 = off)");
   cmd->add_option("--lookup-min", a.lookup_min, "Shortest n-gram lookup accepts")
       ->capture_default_str();

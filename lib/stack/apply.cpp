@@ -316,7 +316,10 @@ ApplyResult apply_knobs(const host::Sysroot& sys, const std::vector<Knob>& knobs
     for (const auto& e : contents.entries) run.journaled.insert(e.loc.key());
     run.journal.open_for_append(contents, created);
   }
-  for (const auto& planned : plans) apply_one(run, planned);
+  for (size_t i = 0; i < plans.size(); ++i) {
+    if (opts.on_progress) opts.on_progress({i, plans.size(), &plans[i].knob});
+    apply_one(run, plans[i]);
+  }
   if (r.rolled_back) r.changed = false;
   return r;
 }

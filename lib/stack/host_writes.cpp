@@ -1,5 +1,8 @@
 #include "stack/host_writes.hpp"
 
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -61,22 +64,27 @@ bool is_kernel_fs(const host::Sysroot& sys, std::string_view host_path) {
 }
 
 void host_write(const host::Sysroot& sys, std::string_view path, std::string_view data) {
+  spdlog::debug("write {} <- {}", path, data.substr(0, data.find_last_not_of('\n') + 1));
   counted(sys, path, [&] { sys.write(path, data); });
 }
 
 void host_write_file(const host::Sysroot& sys, std::string_view path, std::string_view data) {
+  spdlog::debug("write file {} ({} bytes)", path, data.size());
   counted(sys, path, [&] { sys.write_file_atomic(path, data); });
 }
 
 void host_remove_file(const host::Sysroot& sys, std::string_view path) {
+  spdlog::debug("remove file {}", path);
   counted(sys, path, [&] { sys.remove_file(path); });
 }
 
 void host_make_dir(const host::Sysroot& sys, std::string_view path) {
+  spdlog::debug("mkdir {}", path);
   counted(sys, path, [&] { sys.make_dir(path); });
 }
 
 void host_remove_dir(const host::Sysroot& sys, std::string_view path) {
+  spdlog::debug("rmdir {}", path);
   counted(sys, path, [&] {
     if (!is_kernel_fs(sys, path) && std::string_view(path).starts_with("/sys/fs/resctrl/")) {
       // A resctrl group on a plain filesystem (a rehearsal tree): the kernel
@@ -94,6 +102,7 @@ void host_remove_dir(const host::Sysroot& sys, std::string_view path) {
 }
 
 void host_write_msr(const host::Sysroot& sys, int cpu, uint32_t address, uint64_t value) {
+  spdlog::debug("write MSR {:#x} on CPU {} <- {:#x}", address, cpu, value);
   counted(sys, sys.msr_path(cpu), [&] { sys.write_msr(cpu, address, value); });
 }
 

@@ -17,6 +17,7 @@
 #include "stack/revert.hpp"
 #include "stack/state_lock.hpp"
 #include "stack/steps.hpp"
+#include "stack_test_util.hpp"
 
 using namespace epyctune;
 using namespace epyctune::stack;
@@ -24,10 +25,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-void put(const fs::path& root, const std::string& rel, const std::string& content) {
-  fs::create_directories((root / rel).parent_path());
-  std::ofstream(root / rel) << content;
-}
+using testing::put;
 
 std::vector<Knob> one_knob() {
   return {value_knob("numa", "numa_balancing", "/proc/sys/kernel/numa_balancing", Canon::Int, "0")};
