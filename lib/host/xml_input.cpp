@@ -1,0 +1,84 @@
+#include "host/xml_input.hpp"
+
+#include <fmt/format.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <regex>
+
+#include "common/input_file.hpp"
+#include "common/text.hpp"
+#include "host/discover.hpp"
+
+namespace epyctune::host::detail {
+
+namespace {
+
+constexpr const char* kExportV2 =
+    "export it on the source machine as hwloc 2 XML: with hwloc 3, `lstopo --of v2xml FILE.xml`; "
+    "with hwloc 2.x, `lstopo --of xml FILE.xml`";
+
+// hwloc reads HWLOC_XML_VERBOSE once, at its first XML import: set it for the
+// whole process before that, so a later failure can still say why.
+struct VerboseOnce {
+  VerboseOnce() { ::setenv("HWLOC_XML_VERBOSE", "1", 0); }
+};
+
+}  // namespace
+
+std::string read_topology_xml(const std::string& path) {
+  try {
+    return common::read_input_file(path, common::kMaxTopologyXmlBytes, "topology XML");
+  } catch (const common::InputFileError& e) {
+    throw DiscoveryError(
+        fmt::format("cannot read topology XML {}; give an lstopo XML export "
+                    "(lstopo --of xml FILE.xml)",
+                    e.what()));
+  }
+}
+
+std::string xml_format_problem(const std::string& xml) {
+  // The root element comes within the first few hundred bytes of any export.
+  static const std::regex root(R"re(<topology\s+version="(\d+)(?:\.(\d+))?")re");
+  std::smatch m;
+  std::string head = xml.substr(0, 4096);
+  if (!std::regex_search(head, m, root)) return "";
+  int major = std::atoi(m[1].str().c_str());
+  if (major < 3) return "";
+  return fmt::format(
+      "it is in hwloc's XML format {}.{}, written by hwloc 3 or later; this build uses hwloc {} "
+      "(Debian 12 ships 2.9), which reads only format 2 and older: {}",
+      m[1].str(), m[2].matched ? m[2].str() : "0", HWLOC_VERSION, kExportV2);
+}
+
+int capture_hwloc_messages(const std::function<int()>& fn, std::string& said) {
+  static VerboseOnce verbose;
+  int fd = ::memfd_create("hwloc-messages", MFD_CLOEXEC);
+  if (fd < 0) return fn();
+  std::fflush(stderr);
+  int saved = ::dup(2);
+  ::dup2(fd, 2);
+  int rc = fn();
+  std::fflush(stderr);
+  ::dup2(saved, 2);
+  ::close(saved);
+  std::string text(4096, '\0');
+  ssize_t n = ::pread(fd, text.data(), text.size(), 0);
+  ::close(fd);
+  text.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  said.clear();
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t nl = text.find('\n', pos);
+    std::string line = common::trim(text.substr(pos, nl == std::string::npos ? nl : nl - pos));
+    pos = nl == std::string::npos ? text.size() : nl + 1;
+    // Warnings about attributes it skips are noise next to the real reason.
+    if (line.empty() || line.find("ignoring unknown") != std::string::npos) continue;
+    said += (said.empty() ? "" : " ") + line;
+  }
+  return rc;
+}
+
+}  // namespace epyctune::host::detail
