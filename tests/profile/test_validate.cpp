@@ -57,7 +57,7 @@ TEST_CASE("host checks: hugepages vs node memory") {
 TEST_CASE("host checks: cache-way masks vs cbm_mask") {
   auto d = host_fails("include = \"9354\"\n[cat]\ndraft_cbm = \"1ffff\"\n", "9354");
   CHECK(d.line == 3);
-  CHECK(d.what == "mask 1ffff has bits outside this host's cbm_mask ffff");
+  CHECK(d.what == "mask 1ffff has bits outside this host's info/L3/cbm_mask ffff");
 }
 
 TEST_CASE("cross-key checks need no host") {
