@@ -83,6 +83,11 @@ TopoPtr new_topology() {
 TopoPtr load_xml(const std::string& xml, const std::string& name) {
   if (auto why = detail::xml_format_problem(xml); !why.empty())
     throw DiscoveryError(fmt::format("cannot load topology XML {}: {}", name, why));
+  if (auto why = detail::import_crashes_hwloc(xml); !why.empty())
+    throw DiscoveryError(
+        fmt::format("cannot load topology XML {}: {}; give an lstopo XML export "
+                    "(lstopo --of xml FILE.xml)",
+                    name, why));
   TopoPtr topo = new_topology();
   std::lock_guard lock(g_env_mutex);
   ScopedEnv env_xml("HWLOC_XMLFILE", std::nullopt);

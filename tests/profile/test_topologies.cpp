@@ -145,3 +145,11 @@ TEST_CASE("a topology XML that cannot be loaded says why") {
   CAPTURE(truncated);
   CHECK(truncated.find("it said:") != std::string::npos);
 }
+
+TEST_CASE("an export that crashes hwloc 2.9 is refused, not loaded") {
+  // Found by fuzz_topology: a cut and spliced 2xEPYC 7451 export on which
+  // hwloc 2.9 (and lstopo 2.9) dereference a NULL cpuset.
+  auto why = load_error(data("crashes-hwloc-2.9.xml"));
+  CAPTURE(why);
+  CHECK(why.find("crashes reading it") != std::string::npos);
+}
