@@ -219,7 +219,9 @@ void apply_source(const Source& src, Profile& p, std::vector<std::string>& stack
     } else {
       std::string near = closest(*ref, all_names());
       diags.push_back(detail::diag_at(
-          inc->source(), src.display, fmt::format("include \"{}\": no such profile or file", *ref),
+          inc->source(), src.display,
+          fmt::format("include \"{}\": no such profile or file",
+                      ref->size() <= 64 ? *ref : ref->substr(0, 64) + "..."),
           near.empty()
               ? fmt::format("built-in profiles: {}; a path is relative to this file", known_names())
               : fmt::format("did you mean \"{}\"?", near)));

@@ -42,19 +42,19 @@ std::string join(const std::vector<std::string>& v, const char* sep = ", ") {
 
 // A value as messages quote it: control characters escaped, a hostile
 // megabyte cut to its start.
-std::string shown(std::string_view v) {
+std::string shown(std::string_view v, char quote = '"') {
   constexpr size_t kMax = 40;
-  std::string out = "\"";
+  std::string out(1, quote);
   for (size_t i = 0; i < v.size() && i < kMax; ++i) {
     auto c = static_cast<unsigned char>(v[i]);
-    if (c == '"' || c == '\\')
+    if (c == static_cast<unsigned char>(quote) || c == '\\')
       out += fmt::format("\\{}", static_cast<char>(c));
     else if (c < 0x20 || c == 0x7f)
       out += fmt::format("\\x{:02x}", c);
     else
       out += static_cast<char>(c);
   }
-  return out + (v.size() > kMax ? "\"..." : "\"");
+  return out + quote + (v.size() > kMax ? "..." : "");
 }
 
 // Reads one TOML table of the schema, recording origins and diagnostics.
@@ -72,7 +72,7 @@ class Reader {
       std::string near = closest(key, keys);
       std::string fix = near.empty() ? fmt::format("valid keys: {}", join(keys))
                                      : fmt::format("did you mean '{}'?", near);
-      error(k.source(), fmt::format("unknown key '{}' {}", key, where), fix);
+      error(k.source(), fmt::format("unknown key {} {}", shown(key, '\''), where), fix);
     }
   }
 
@@ -124,9 +124,9 @@ class Reader {
                           allowed.empty() ? "\"...\"" : fmt::format("\"{}\"", allowed.front()));
       if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), *v) == allowed.end()) {
         std::string near = closest(*v, allowed);
-        return error(n->source(), fmt::format("{} = \"{}\" is not a valid value", dotted(key), *v),
-                     near.empty()
-                         ? fmt::format("use one of: {}", join(allowed))
+        return error(
+            n->source(), fmt::format("{} = {} is not a valid value", dotted(key), shown(*v)),
+            near.empty() ? fmt::format("use one of: {}", join(allowed))
                          : fmt::format("did you mean \"{}\"? (one of: {})", near, join(allowed)));
       }
       out = *v;

@@ -146,3 +146,13 @@ TEST_CASE("CPU lists in a profile are bounded: one error, not one per CPU") {
     CHECK(std::string(e.what()).size() < 400);
   }
 }
+
+TEST_CASE("messages quote only the start of a huge key, value or include") {
+  auto key = first_error(base(std::string(100000, 'k') + " = 1\n"));
+  CHECK(key.what.find("unknown key 'kkk") != std::string::npos);
+  CHECK(key.str().size() < 1000);
+  auto value = first_error(base("[bios]\nsmt = \"" + std::string(100000, 'o') + "\"\n"));
+  CHECK(value.what.size() < 300);
+  auto inc = first_error("include = \"" + std::string(100000, 'i') + "\"\n");
+  CHECK(inc.what.size() < 300);
+}
