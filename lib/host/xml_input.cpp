@@ -6,11 +6,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <regex>
 
 #include "common/input_file.hpp"
 #include "common/text.hpp"
@@ -44,17 +45,24 @@ std::string read_topology_xml(const std::string& path) {
 }
 
 std::string xml_format_problem(const std::string& xml) {
-  // The root element comes within the first few hundred bytes of any export.
-  static const std::regex root(R"re(<topology\s+version="(\d+)(?:\.(\d+))?")re");
-  std::smatch m;
-  std::string head = xml.substr(0, 4096);
-  if (!std::regex_search(head, m, root)) return "";
-  int major = std::atoi(m[1].str().c_str());
-  if (major < 3) return "";
+  // The root element comes within the first few hundred bytes of any export:
+  // <topology version="MAJOR.MINOR">.
+  std::string_view head(xml.data(), std::min<size_t>(xml.size(), 4096));
+  size_t tag = head.find("<topology");
+  if (tag == std::string_view::npos) return "";
+  size_t end = head.find('>', tag);
+  std::string_view attrs = head.substr(tag, end == std::string_view::npos ? end : end - tag);
+  size_t v = attrs.find("version=\"");
+  if (v == std::string_view::npos) return "";
+  std::string_view version = attrs.substr(v + 9);
+  version = version.substr(0, version.find('"'));
+  int major = 0;
+  auto [p, ec] = std::from_chars(version.data(), version.data() + version.size(), major);
+  if (ec != std::errc() || major < 3) return "";
   return fmt::format(
-      "it is in hwloc's XML format {}.{}, written by hwloc 3 or later; this build uses hwloc {} "
+      "it is in hwloc's XML format {}, written by hwloc 3 or later; this build uses hwloc {} "
       "(Debian 12 ships 2.9), which reads only format 2 and older: {}",
-      m[1].str(), m[2].matched ? m[2].str() : "0", HWLOC_VERSION, kExportV2);
+      std::string(version.substr(0, 16)), HWLOC_VERSION, kExportV2);
 }
 
 std::string import_crashes_hwloc(const std::string& xml) {
