@@ -78,16 +78,25 @@ TopoPtr new_topology() {
   return topo;
 }
 
+[[noreturn]] void refused(const std::string& name, const std::string& said) {
+  throw DiscoveryError(fmt::format(
+      "cannot load topology XML {}: hwloc {} refused it ({}); give an lstopo XML export "
+      "(lstopo --of xml FILE.xml) from hwloc 2.x, or `lstopo --of v2xml FILE.xml` with hwloc 3",
+      name, HWLOC_VERSION, said.empty() ? "it gave no reason" : "it said: " + said.substr(0, 600)));
+}
+
 // An lstopo export held in memory (read once, with the input-file checks);
 // `name` is what messages call it.
 TopoPtr load_xml(const std::string& xml, const std::string& name) {
   if (auto why = detail::xml_format_problem(xml); !why.empty())
     throw DiscoveryError(fmt::format("cannot load topology XML {}: {}", name, why));
-  if (auto why = detail::import_crashes_hwloc(xml); !why.empty())
+  auto trial = detail::try_import(xml);
+  if (!trial.crashed.empty())
     throw DiscoveryError(
         fmt::format("cannot load topology XML {}: {}; give an lstopo XML export "
                     "(lstopo --of xml FILE.xml)",
-                    name, why));
+                    name, trial.crashed));
+  if (!trial.loads) refused(name, trial.said);
   TopoPtr topo = new_topology();
   std::lock_guard lock(g_env_mutex);
   ScopedEnv env_xml("HWLOC_XMLFILE", std::nullopt);
@@ -99,12 +108,7 @@ TopoPtr load_xml(const std::string& xml, const std::string& name) {
         return hwloc_topology_load(topo.get());
       },
       said);
-  if (rc != 0)
-    throw DiscoveryError(fmt::format(
-        "cannot load topology XML {}: hwloc {} refused it ({}); give an lstopo XML export "
-        "(lstopo --of xml FILE.xml) from hwloc 2.x, or `lstopo --of v2xml FILE.xml` with hwloc 3",
-        name, HWLOC_VERSION,
-        said.empty() ? "it gave no reason" : "it said: " + said.substr(0, 600)));
+  if (rc != 0) refused(name, said);
   return topo;
 }
 

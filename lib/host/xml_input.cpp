@@ -31,6 +31,21 @@ struct VerboseOnce {
   VerboseOnce() { ::setenv("HWLOC_XML_VERBOSE", "1", 0); }
 };
 
+// hwloc's stderr as one line; warnings about attributes it skips are noise
+// next to the real reason.
+std::string hwloc_messages(const std::string& text) {
+  std::string said;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t nl = text.find('\n', pos);
+    std::string line = common::trim(text.substr(pos, nl == std::string::npos ? nl : nl - pos));
+    pos = nl == std::string::npos ? text.size() : nl + 1;
+    if (line.empty() || line.find("ignoring unknown") != std::string::npos) continue;
+    said += (said.empty() ? "" : " ") + line;
+  }
+  return said;
+}
+
 }  // namespace
 
 std::string read_topology_xml(const std::string& path) {
@@ -65,35 +80,65 @@ std::string xml_format_problem(const std::string& xml) {
       std::string(version.substr(0, 16)), HWLOC_VERSION, kExportV2);
 }
 
-std::string import_crashes_hwloc(const std::string& xml) {
+ImportTrial try_import(const std::string& xml) {
+  static VerboseOnce verbose;  // before the fork: the child's hwloc reads it
   constexpr int kRefused = 3;  // a clean failure, told apart from a crash
+  ImportTrial trial;
+  int pipefd[2];
+  if (::pipe2(pipefd, O_CLOEXEC) != 0) {
+    trial.loads = true;  // cannot tell: the import runs here as it always did
+    return trial;
+  }
   std::fflush(stdout);
   std::fflush(stderr);
   pid_t pid = ::fork();
-  if (pid < 0) return "";  // cannot tell: the import below runs as it always did
+  if (pid < 0) {
+    ::close(pipefd[0]);
+    ::close(pipefd[1]);
+    trial.loads = true;
+    return trial;
+  }
   if (pid == 0) {
     // A crash here is the answer, not an event: no sanitizer or fuzzer
     // handler reports it, the signal just ends the child.
     for (int sig : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL}) ::signal(sig, SIG_DFL);
-    // Whatever hwloc prints here is not the parent's output.
-    int null = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
-    if (null >= 0) ::dup2(null, 2);
+    ::dup2(pipefd[1], 2);         // hwloc's messages go to the parent
+    ::unsetenv("HWLOC_XMLFILE");  // would override the buffer
+    ::unsetenv("HWLOC_FSROOT");
     hwloc_topology_t t = nullptr;
     if (hwloc_topology_init(&t) != 0) ::_exit(kRefused);
     hwloc_topology_set_io_types_filter(t, HWLOC_TYPE_FILTER_KEEP_NONE);
     int rc = hwloc_topology_set_xmlbuffer(t, xml.data(), static_cast<int>(xml.size())) == 0
                  ? hwloc_topology_load(t)
                  : -1;
+    std::fflush(stderr);
     ::_exit(rc == 0 ? 0 : kRefused);
   }
+  ::close(pipefd[1]);
+  std::string text;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::read(pipefd[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    if (text.size() < 16384) text.append(buf, static_cast<size_t>(n));
+  }
+  ::close(pipefd[0]);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) return "";
-  if (WIFEXITED(status) && (WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == kRefused)) return "";
-  return fmt::format("hwloc {} crashes reading it ({}): it is not a valid lstopo export",
-                     HWLOC_VERSION,
-                     WIFSIGNALED(status) ? fmt::format("signal {}", WTERMSIG(status))
-                                         : fmt::format("exit {}", WEXITSTATUS(status)));
+    if (errno != EINTR) {
+      trial.loads = true;
+      return trial;
+    }
+  trial.said = hwloc_messages(text);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+    trial.loads = true;
+  else if (!WIFEXITED(status) || WEXITSTATUS(status) != kRefused)
+    trial.crashed = fmt::format("hwloc {} crashes reading it ({}): it is not a valid lstopo export",
+                                HWLOC_VERSION,
+                                WIFSIGNALED(status) ? fmt::format("signal {}", WTERMSIG(status))
+                                                    : fmt::format("exit {}", WEXITSTATUS(status)));
+  return trial;
 }
 
 int capture_hwloc_messages(const std::function<int()>& fn, std::string& said) {
@@ -111,16 +156,7 @@ int capture_hwloc_messages(const std::function<int()>& fn, std::string& said) {
   ssize_t n = ::pread(fd, text.data(), text.size(), 0);
   ::close(fd);
   text.resize(n > 0 ? static_cast<size_t>(n) : 0);
-  said.clear();
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t nl = text.find('\n', pos);
-    std::string line = common::trim(text.substr(pos, nl == std::string::npos ? nl : nl - pos));
-    pos = nl == std::string::npos ? text.size() : nl + 1;
-    // Warnings about attributes it skips are noise next to the real reason.
-    if (line.empty() || line.find("ignoring unknown") != std::string::npos) continue;
-    said += (said.empty() ? "" : " ") + line;
-  }
+  said = hwloc_messages(text);
   return rc;
 }
 

@@ -19,10 +19,15 @@ std::string read_topology_xml(const std::string& path);
 std::string xml_format_problem(const std::string& xml);
 
 // hwloc 2.9 crashes on some malformed exports (a NULL cpuset it then
-// compares; lstopo 2.9 crashes on them too). Imports `xml` in a child process
-// first: "" when hwloc survives it (loaded or refused cleanly), else why not,
-// so the caller refuses the file instead of crashing a root process.
-std::string import_crashes_hwloc(const std::string& xml);
+// compares; lstopo 2.9 crashes on them too), and leaks what it had parsed of
+// one it refuses. So an export is imported in a child process first, and in
+// this process only when the child loaded it.
+struct ImportTrial {
+  bool loads = false;   // hwloc imported it
+  std::string crashed;  // hwloc crashed on it: how
+  std::string said;     // what hwloc printed, warnings about skipped attributes left out
+};
+ImportTrial try_import(const std::string& xml);
 
 // Runs `fn` (hwloc calls on an XML source) with hwloc's XML verbosity on and
 // stderr captured; returns fn's result and fills `said` with what hwloc
