@@ -326,7 +326,6 @@ class Reader {
   ApplyContext& ctx_;
 };
 
-
 constexpr size_t kShortText = 128;  // codename, memory type, a citation's model
 constexpr size_t kLongText = 1024;  // a description, a note, a citation
 
