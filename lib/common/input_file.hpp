@@ -13,11 +13,10 @@
 namespace epyctune::common {
 
 // Far above any real file of the kind: the largest built-in profile is a few
-// KiB, lstopo exports of 2-socket EPYCs with I/O a few MiB, a journal a few
-// KiB per applied knob.
+// KiB, lstopo exports of 2-socket EPYCs with I/O a few MiB. (The journal is
+// read through the sysroot and bounded in stack/journal.hpp.)
 inline constexpr uint64_t kMaxProfileBytes = uint64_t{1} << 20;
 inline constexpr uint64_t kMaxTopologyXmlBytes = uint64_t{64} << 20;
-inline constexpr uint64_t kMaxJournalBytes = uint64_t{64} << 20;
 
 class InputFileError : public std::runtime_error {
  public:
