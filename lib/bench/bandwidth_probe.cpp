@@ -1,6 +1,7 @@
 #include "bench/bandwidth_probe.hpp"
 
 #include <fmt/format.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <fstream>
@@ -58,7 +59,26 @@ std::vector<CpuGroup> l3_groups(const fs::path& root) {
   return out;
 }
 
+namespace {
+// The pool pins its caller as worker 0; the caller's affinity is put back
+// afterwards, since the engine processes it starts later inherit it.
+class AffinityGuard {
+ public:
+  AffinityGuard() { ok_ = sched_getaffinity(0, sizeof set_, &set_) == 0; }
+  ~AffinityGuard() {
+    if (ok_) sched_setaffinity(0, sizeof set_, &set_);
+  }
+  AffinityGuard(const AffinityGuard&) = delete;
+  AffinityGuard& operator=(const AffinityGuard&) = delete;
+
+ private:
+  cpu_set_t set_{};
+  bool ok_ = false;
+};
+}  // namespace
+
 double probe_cpus(const std::vector<int>& cpus, size_t mib, int repeats) {
+  AffinityGuard keep;
   engine::runtime::ThreadPool pool(cpus, true);
   return engine::runtime::measure_read_bandwidth(pool, mib << 20, repeats).median_gbps;
 }
@@ -74,6 +94,7 @@ GroupBandwidth probe_group(const CpuGroup& g, size_t mib, int repeats) {
                                 common::format_cpulist(g.cpus), common::format_cpulist(allowed));
     return r;
   }
+  AffinityGuard keep;
   engine::runtime::ThreadPool pool(r.probed_cpus, true);
   auto bw = engine::runtime::measure_read_bandwidth(pool, mib << 20, repeats);
   r.median_gbps = bw.median_gbps;

@@ -75,10 +75,18 @@ std::string to_text(const StepwiseResult& r, const ReportContext& c) {
       "the median difference (runs, then token blocks, resampled) excludes 0 = significant; "
       "roofline: read bandwidth on the CPUs used / weight bytes per token{}\n",
       r.rows.size() > 1 ? " (x tokens per target pass when speculative)" : "");
-  out += c.expectations_source.empty()
-             ? "expected: none stated by the profile\n"
-             : fmt::format("expected: the profile's figures ({}{})\n", c.expectations_source,
-                           c.expectations_model.empty() ? "" : ", for " + c.expectations_model);
+  std::string figures;
+  for (const auto& [k, v] : c.expectations)
+    figures += fmt::format("{}{} {:g}", figures.empty() ? "" : ", ", k, v);
+  bool any = false;
+  for (const auto& row : r.rows) any |= row.expected_tok_s.has_value();
+  if (c.expectations.empty())
+    out += "expected: none stated by the profile\n";
+  else
+    out += fmt::format("expected: {}; the profile's figures: {} tok/s ({}{})\n",
+                       any ? "the profile's figure for each step" : "none stated for these steps",
+                       figures, c.expectations_source,
+                       c.expectations_model.empty() ? "" : ", for " + c.expectations_model);
   return out;
 }
 
@@ -122,7 +130,10 @@ nlohmann::json to_json(const StepwiseResult& r, const ReportContext& c) {
           {"repeat", c.repeat},
           {"rounds", r.rounds},
           {"interrupted", r.interrupted},
-          {"expectations", {{"source", c.expectations_source}, {"model", c.expectations_model}}},
+          {"expectations",
+           {{"source", c.expectations_source},
+            {"model", c.expectations_model},
+            {"figures", c.expectations}}},
           {"notes", c.notes},
           {"launch_plan", c.launch_plan},
           {"rows", rows}};

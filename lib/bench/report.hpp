@@ -2,6 +2,7 @@
 // waterfall chart (SVG) of a StepwiseResult.
 #pragma once
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -13,6 +14,7 @@ struct ReportContext {
   std::string profile, model, draft, host;
   int tokens = 0, repeat = 0;
   std::string expectations_source, expectations_model;  // the profile's, if any
+  std::map<std::string, double> expectations;           // all the profile's figures
   std::vector<std::string> notes;                       // CPU mapping, sysroot
   nlohmann::json launch_plan;                           // the tuner's plan (null: none)
 };
