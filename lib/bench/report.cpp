@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 namespace epyctune::bench {
 
@@ -165,7 +166,12 @@ std::string to_svg(const StepwiseResult& r, const ReportContext& c) {
       W, H);
   s += fmt::format(
       "<text x=\"{:.0f}\" y=\"24\" font-size=\"15\" font-weight=\"bold\">{}</text>\n", left,
-      xml_escape(fmt::format("tok/s step by step: {} on profile {}", c.model, c.profile)));
+      xml_escape(fmt::format(
+          "tok/s step by step: {}{} on profile {}",
+          std::filesystem::path(c.model).filename().string(),
+          c.draft.empty() ? ""
+                          : " (draft " + std::filesystem::path(c.draft).filename().string() + ")",
+          c.profile)));
   s += fmt::format(
       "<text x=\"{:.0f}\" y=\"42\" fill=\"#555\">{}</text>\n", left,
       xml_escape(fmt::format("median of {} interleaved runs per step; whiskers: min-max; "
@@ -181,7 +187,7 @@ std::string to_svg(const StepwiseResult& r, const ReportContext& c) {
   s += fmt::format(
       "<text transform=\"translate(20,{:.0f}) rotate(-90)\" text-anchor=\"middle\">tok/s</text>\n",
       top + plot_h / 2);
-  double prev_median = 0;
+  double prev_median = 0, prev_right = left;
   for (int i = 0; i < n; ++i) {
     const auto& row = r.rows[static_cast<size_t>(i)];
     const double cx = left + slot * (i + 0.5), x0 = cx - bar / 2;
@@ -189,10 +195,15 @@ std::string to_svg(const StepwiseResult& r, const ReportContext& c) {
                      top + plot_h + 18,
                      xml_escape(fmt::format("{} {}", row.ref.step, row.ref.name)));
     if (!row.measured) {
-      s += fmt::format(
-          "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" fill=\"#a60\" "
-          "font-size=\"10\">{}</text>\n",
-          cx, top + plot_h + 34, xml_escape(row.status.substr(0, 22)));
+      // "needs reboot: not measured" on two lines, split at the colon.
+      const auto colon = row.status.find(": ");
+      const std::string l1 = row.status.substr(0, colon == std::string::npos ? 28 : colon + 1);
+      const std::string l2 = colon == std::string::npos ? "" : row.status.substr(colon + 2, 28);
+      for (const auto& [line, dy] : {std::pair{l1, 34.0}, std::pair{l2, 47.0}})
+        s += fmt::format(
+            "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" fill=\"#a60\" "
+            "font-size=\"10\">{}</text>\n",
+            cx, top + plot_h + dy, xml_escape(line));
       continue;
     }
     const double m = row.tok_s.median;
@@ -210,7 +221,7 @@ std::string to_svg(const StepwiseResult& r, const ReportContext& c) {
       s += fmt::format(
           "<line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#333\" "
           "stroke-dasharray=\"3,2\"/>\n",
-          x0 - slot + bar, x0, y(from), y(from));
+          prev_right, x0, y(from), y(from));
     s += fmt::format(
         "<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1:.1f}\" y2=\"{2:.1f}\" stroke=\"black\"/>"
         "<line x1=\"{3:.1f}\" x2=\"{4:.1f}\" y1=\"{1:.1f}\" y2=\"{1:.1f}\" stroke=\"black\"/>"
@@ -229,6 +240,7 @@ std::string to_svg(const StepwiseResult& r, const ReportContext& c) {
           "stroke-width=\"2\"/>\n",
           x0 - 4, x0 + bar + 4, y(row.roofline_tok_s), y(row.roofline_tok_s));
     prev_median = m;
+    prev_right = x0 + bar;
   }
   s += fmt::format(
       "<text x=\"{:.0f}\" y=\"{:.0f}\" fill=\"#555\">{}</text>\n", left, H - 30,
