@@ -6,7 +6,7 @@
 #   bench/engine_roofline.sh [BUILD_DIR] [MODEL_DIR] [OUT_DIR]
 #
 # Env: QUANTS (default "q4_0 q8_0 q4_k"), SHAPE (default 7b), BATCHES
-# (default 1,2,4,8,16), PASSES (-n, default 2), REPEAT (default 5),
+# (default 1,2,4,8,16), PASSES (--passes, default 2), REPEAT (-r, default 5),
 # CPUS (default: all allowed), BENCH_ARGS (extra bench options).
 # QUANTS may also name q4_k_m (Q4_K with Q6_K output, attn_v and ffn_down
 # halves, as llama.cpp mixes it). Each 7B model takes 4-7 GB of disk and as
@@ -34,8 +34,8 @@ for q in $QUANTS; do
   fi
   echo "== bench $m" >&2
   # shellcheck disable=SC2086
-  "$ENGINE" bench --model "$m" --batch "${BATCHES:-1,2,4,8,16}" -n "${PASSES:-2}" \
-    --repeat "${REPEAT:-5}" $CPU_ARG ${BENCH_ARGS:-} --json > "$OUT/$SHAPE-$q.json"
+  "$ENGINE" bench --model "$m" --batch "${BATCHES:-1,2,4,8,16}" --passes "${PASSES:-2}" \
+    -r "${REPEAT:-5}" $CPU_ARG ${BENCH_ARGS:-} --json > "$OUT/$SHAPE-$q.json"
   python3 - "$OUT/$SHAPE-$q.json" <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1]))

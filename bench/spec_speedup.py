@@ -38,7 +38,7 @@ def main():
     configs = [("target alone", "0-1", []), ("target alone", "1", [])]
     for d in a.drafts.split(","):
         for k in a.k.split(","):
-            spec = ["--draft", d, "--draft-len", k]
+            spec = ["--model-draft", d, "--draft-max", k]
             configs.append((f"{os.path.basename(d)} K={k} shared", "0-1",
                             spec + ["--spec-mode", "shared"]))
             configs.append((f"{os.path.basename(d)} K={k} partitioned", "0-1",

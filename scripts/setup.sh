@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   libcli11-dev libtomlplusplus-dev libnuma-dev libhwloc-dev hwloc libcpuid-dev
-  libspdlog-dev libfmt-dev doctest-dev nlohmann-json3-dev libsystemd-dev
+  libspdlog-dev libfmt-dev doctest-dev nlohmann-json3-dev libsystemd-dev zlib1g-dev
   clang libclang-rt-14-dev
 )
 
@@ -52,7 +52,7 @@ main_job() {
   echo "== epyctune-engine generate (greedy, prompt lookup drafts)"
   "$dir/apps/epyctune-engine/epyctune-engine" generate --model "$model" --prompt "The quick brown fox" -n 32 --lookup 2
   echo "== epyctune-engine bench (decode and K=8 verify vs the memory roofline)"
-  "$dir/apps/epyctune-engine/epyctune-engine" bench --model "$model" --batch 1,8 -n 2 --repeat 3
+  "$dir/apps/epyctune-engine/epyctune-engine" bench --model "$model" --batch 1,8 --passes 2 -r 3
 }
 
 install_deps

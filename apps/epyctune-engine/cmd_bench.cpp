@@ -1,9 +1,9 @@
-// epyctune-engine bench --model M [--batch 1,2,4,8,16] [-n N] [--repeat R]
+// epyctune-engine bench --model M [--batch 1,2,4,8,16] [--passes N] [-r R]
 //                       [--threads N | --cpus LIST] [--json] [--ctx P]
 //                       [--hugepages] [--numa POLICY] [--kv f16|f32] [--isa ISA]
 //
 // Per batch size K: the time of one forward pass of K tokens appended after a
-// P-token context (median, min, max over R repeats of N passes each), tokens/s,
+// P-token context (median, min, max over R repetitions of N passes each), tokens/s,
 // and the weight bytes the pass reads. Alongside: this host's read bandwidth
 // measured on the same CPUs, the roofline for single-token decode
 // (bandwidth / bytes per token) and how close batch 1 gets to it, the K=8 vs
@@ -16,9 +16,14 @@
 #include <algorithm>
 #include <chrono>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <span>
+#include <string>
+#include <vector>
 
 #include "apps/epyctune-engine/commands.hpp"
+#include "apps/epyctune-engine/progress.hpp"
 #include "common/cpulist.hpp"
 #include "engine/kernels/kernels.hpp"
 #include "engine/model/llama_model.hpp"
@@ -86,224 +91,299 @@ double time_file_read(const std::string& path, uint64_t& bytes) {
   return s;
 }
 
+void select_isa(const std::string& name) {
+  using engine::kernels::Isa;
+  for (auto isa : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::avx512vnni})
+    if (name == engine::kernels::isa_name(isa)) return engine::kernels::set_isa(isa);
+  throw std::invalid_argument("--isa: expected scalar, avx2, avx512 or avx512vnni");
+}
+
+engine::ModelOptions model_options(const BenchOptions& o, int max_k) {
+  using namespace engine;
+  ModelOptions mo;
+  mo.prefault = true;
+  mo.hugepages = o.hugepages;
+  mo.numa = runtime::parse_numa_policy(o.numa);
+  mo.copy_weights = !o.mmap;
+  mo.pack_weights = !o.no_pack;
+  if (o.mmap && (o.hugepages || mo.numa != runtime::NumaPolicy::none))
+    throw std::invalid_argument("--mmap uses the file mapping in place: drop --hugepages/--numa");
+  if (o.kv != "f16" && o.kv != "f32") throw std::invalid_argument("--kv: expected f16 or f32");
+  mo.kv_type = o.kv == "f16" ? GgmlType::F16 : GgmlType::F32;
+  mo.max_batch = std::max(64, max_k);
+  return mo;
+}
+
+// The timed passes: per repetition, a bandwidth probe, then `passes` passes of
+// each batch size, each truncated back to the --ctx context.
+struct Samples {
+  std::map<int, std::vector<double>> per_pass;  // batch -> seconds per pass, per repetition
+  std::map<int, double> cpu_used, wall_used;
+  std::vector<double> bw_rep, bw_after1;
+};
+
+Samples time_passes(const BenchOptions& o, engine::LlamaModel& model,
+                    engine::runtime::ThreadPool& pool, const std::vector<int32_t>& toks,
+                    std::vector<float>& logits) {
+  Samples sm;
+  for (int k : o.batches) {
+    std::span<const int32_t> batch(toks.data(), k);
+    model.forward(batch, logits.data());  // warm-up
+    model.truncate(o.ctx);
+  }
+  // Repetitions run outermost, each after its own bandwidth probe: a host's
+  // bandwidth can drift from minute to minute, so the roofline ratio and
+  // K=8/K=1 are taken within one repetition, then medianed.
+  const size_t rep_probe = std::min<size_t>(size_t(o.bw_mib) << 20, size_t{512} << 20);
+  for (int r = 0; r < o.repeat; ++r) {
+    sm.bw_rep.push_back(engine::runtime::measure_read_bandwidth(pool, rep_probe, 3).median_gbps);
+    for (int k : o.batches) {
+      std::span<const int32_t> batch(toks.data(), k);
+      // The share of the pool's CPUs the passes really got: on a shared host
+      // (other jobs, a VM's steal) a figure far below 1 explains slow passes.
+      const double cpu0 = cpu_seconds();
+      auto t1 = Clock::now();
+      for (int p = 0; p < o.passes; ++p) {
+        model.forward(batch, logits.data());
+        model.truncate(o.ctx);
+      }
+      const double wall = since(t1);
+      sm.per_pass[k].push_back(wall / o.passes);
+      sm.cpu_used[k] += cpu_seconds() - cpu0;
+      sm.wall_used[k] += wall;
+      // The single-token passes are bracketed by probes: the roofline
+      // they are held against is the mean of the two, so a bandwidth
+      // shift during them moves both sides.
+      if (k == 1)
+        sm.bw_after1.push_back(
+            engine::runtime::measure_read_bandwidth(pool, rep_probe, 3).median_gbps);
+    }
+  }
+  return sm;
+}
+
+// One row per batch size: printed as a table, or returned as JSON. Fills
+// median_pass (batch -> median seconds per pass).
+nlohmann::json batch_rows(const BenchOptions& o, const engine::LlamaModel& model, int pool_size,
+                          Samples& sm, std::map<int, double>& median_pass) {
+  nlohmann::json jb = nlohmann::json::array();
+  if (!o.json)
+    fmt::print("{:>5} {:>12} {:>12} {:>12} {:>10} {:>12} {:>10} {:>9} {:>10}\n", "batch",
+               "pass ms (med)", "min", "max", "tok/s", "weights MB", "eff GB/s", "CPU share",
+               "CPU s/pass");
+  for (int k : o.batches) {
+    const double cpu_share = sm.cpu_used[k] / (sm.wall_used[k] * pool_size);
+    // CPU seconds one pass costs, whoever else runs: the compute side of the
+    // roofline (includes brief spinning at joins).
+    const double cpu_per_pass = sm.cpu_used[k] / (o.repeat * o.passes);
+    Stats s = stats(sm.per_pass[k]);
+    median_pass[k] = s.median;
+    uint64_t bytes = model.weight_bytes_per_pass(k);
+    double tps = k / s.median, eff = bytes / s.median / 1e9;
+    if (o.json) {
+      jb.push_back({{"batch", k},
+                    {"pass_s", {{"median", s.median}, {"min", s.min}, {"max", s.max}}},
+                    {"tokens_per_s", {{"median", tps}, {"min", k / s.max}, {"max", k / s.min}}},
+                    {"weight_bytes_per_pass", bytes},
+                    {"effective_gbps", eff},
+                    {"cpu_share", cpu_share},
+                    {"cpu_s_per_pass", cpu_per_pass},
+                    {"samples_s", sm.per_pass[k]}});
+    } else {
+      fmt::print(
+          "{:>5} {:>12.2f} {:>12.2f} {:>12.2f} {:>10.2f} {:>12.1f} {:>10.2f} {:>8.0f}% "
+          "{:>10.3f}\n",
+          k, s.median * 1e3, s.min * 1e3, s.max * 1e3, tps, bytes / 1e6, eff, cpu_share * 100,
+          cpu_per_pass);
+    }
+  }
+  return jb;
+}
+
+// Fork/join cost: regions one single-token pass issues, and the latency of
+// an empty region on this pool (spinning workers, or futex wake-ups).
+struct PoolCost {
+  uint64_t regions_per_pass = 0;
+  double region_us = 0;
+};
+PoolCost measure_pool(const BenchOptions& o, engine::LlamaModel& model,
+                      engine::runtime::ThreadPool& pool, const std::vector<int32_t>& toks,
+                      std::vector<float>& logits) {
+  PoolCost pc;
+  const uint64_t reg0 = pool.regions();
+  model.forward(std::span<const int32_t>(toks.data(), 1), logits.data());
+  model.truncate(o.ctx);
+  pc.regions_per_pass = pool.regions() - reg0;
+  constexpr int kEmpty = 2000;
+  const auto te = Clock::now();
+  for (int i = 0; i < kEmpty; ++i) pool.run([](int) {});
+  pc.region_us = since(te) / kEmpty * 1e6;
+  return pc;
+}
+
+// Everything run_bench measured, for the JSON document and the text report.
+struct BenchResult {
+  double read_s = 0, load_s = 0;
+  uint64_t file_bytes = 0;
+  engine::runtime::BandwidthResult bw;
+  Samples sm;
+  std::map<int, double> median_pass;
+  std::vector<double> roof_rep, k8_rep;  // within-repetition ratios
+  PoolCost pool_cost;
+  nlohmann::json batches;
+};
+
+void within_repetition_ratios(const BenchOptions& o, const engine::LlamaModel& model,
+                              BenchResult& r) {
+  auto& pp = r.sm.per_pass;
+  const double bytes1 = static_cast<double>(model.weight_bytes_per_pass(1));
+  for (int i = 0; i < o.repeat; ++i) {
+    if (pp.count(1))
+      r.roof_rep.push_back((1.0 / pp[1][i]) /
+                           (0.5 * (r.sm.bw_rep[i] + r.sm.bw_after1[i]) * 1e9 / bytes1));
+    if (pp.count(1) && pp.count(8)) r.k8_rep.push_back(pp[8][i] / pp[1][i]);
+  }
+}
+
+nlohmann::json report_json(const BenchOptions& o, const engine::LlamaModel& model,
+                           const engine::runtime::ThreadPool& pool, const BenchResult& r) {
+  using namespace engine;
+  const auto& lr = model.load_report();
+  const uint64_t bytes_per_token = model.weight_bytes_per_pass(1);
+  const double roofline_tps = r.bw.median_gbps * 1e9 / bytes_per_token;
+  nlohmann::json j;
+  j["model"] = o.model;
+  j["config"] = {{"name", model.config().name},
+                 {"dim", model.config().dim},
+                 {"layers", model.config().n_layers},
+                 {"weight_type", std::string(traits(model.weight_type()).name)}};
+  j["cpus"] = common::format_cpulist(pool.cpus());
+  j["threads"] = pool.size();
+  j["isa"] = kernels::isa_name(kernels::active_isa());
+  j["context_tokens"] = o.ctx;
+  j["passes_per_repeat"] = o.passes;
+  j["repeats"] = o.repeat;
+  j["batches"] = r.batches;
+  j["bandwidth_gbps"] = {{"median", r.bw.median_gbps},
+                         {"min", r.bw.min_gbps},
+                         {"max", r.bw.max_gbps},
+                         {"buffer_bytes", r.bw.buffer_bytes}};
+  j["bytes_per_token"] = bytes_per_token;
+  j["roofline_tokens_per_s"] = roofline_tps;
+  j["bandwidth_per_repeat_gbps"] = r.sm.bw_rep;
+  if (!r.sm.bw_after1.empty()) j["bandwidth_after_batch1_gbps"] = r.sm.bw_after1;
+  if (!r.roof_rep.empty()) {
+    const Stats rs = stats(r.roof_rep);
+    j["roofline_ratio"] = rs.median;
+    j["roofline_ratio_range"] = {rs.min, rs.max};
+    j["roofline_ratio_vs_median_bandwidth"] = (1.0 / r.median_pass.at(1)) / roofline_tps;
+  }
+  if (!r.k8_rep.empty()) {
+    const Stats ks = stats(r.k8_rep);
+    j["k8_over_k1_time"] = ks.median;
+    j["k8_over_k1_range"] = {ks.min, ks.max};
+  }
+  j["load"] = {{"total_s", r.load_s},
+               {"parse_validate_s", lr.open_s},
+               {"copy_s", lr.copy_s},
+               {"prefault_s", lr.prefault_s},
+               {"file_read_s", r.read_s},
+               {"file_bytes", r.file_bytes},
+               {"file_read_gbps", r.file_bytes / r.read_s / 1e9},
+               {"pages", runtime::page_kind_name(lr.pages)},
+               {"packed_bytes", lr.packed_bytes},
+               {"note", lr.page_note}};
+  j["placement"] = model.placement_summary();
+  j["pool"] = {{"regions_per_token_pass", r.pool_cost.regions_per_pass},
+               {"empty_region_us", r.pool_cost.region_us}};
+  return j;
+}
+
+void print_report(const BenchOptions& o, const engine::LlamaModel& model,
+                  const engine::runtime::ThreadPool& pool, const BenchResult& r) {
+  using namespace engine;
+  const auto& lr = model.load_report();
+  const auto& bw = r.bw;
+  const uint64_t bytes_per_token = model.weight_bytes_per_pass(1);
+  const double roofline_tps = bw.median_gbps * 1e9 / bytes_per_token;
+  fmt::print("\nmodel      {} ({}, {} layers, dim {}), {} threads on CPUs {}, ISA {}\n", o.model,
+             traits(model.weight_type()).name, model.config().n_layers, model.config().dim,
+             pool.size(), common::format_cpulist(pool.cpus()),
+             kernels::isa_name(kernels::active_isa()));
+  fmt::print("bandwidth  {:.2f} GB/s read (median of 7, min {:.2f}, max {:.2f}; {} MiB buffer)\n",
+             bw.median_gbps, bw.min_gbps, bw.max_gbps, bw.buffer_bytes >> 20);
+  fmt::print("roofline   {:.2f} tok/s = {:.2f} GB/s / {:.1f} MB per token\n", roofline_tps,
+             bw.median_gbps, bytes_per_token / 1e6);
+  if (!r.roof_rep.empty()) {
+    const Stats rs = stats(r.roof_rep);
+    std::vector<double> all_bw = r.sm.bw_rep;
+    all_bw.insert(all_bw.end(), r.sm.bw_after1.begin(), r.sm.bw_after1.end());
+    const Stats bs = stats(all_bw);
+    fmt::print(
+        "batch 1    {:.2f} tok/s = {:.1f}% of the roofline (median of {} repeats, each against "
+        "the probes just before and after it: {:.1f}-{:.1f}%; probes {:.1f}-{:.1f} GB/s)\n",
+        1.0 / r.median_pass.at(1), 100.0 * rs.median, r.roof_rep.size(), 100.0 * rs.min,
+        100.0 * rs.max, bs.min, bs.max);
+  }
+  if (!r.k8_rep.empty()) {
+    const Stats ks = stats(r.k8_rep);
+    fmt::print("K=8 / K=1  {:.2f}x the time of a single-token pass (per repeat {:.2f}-{:.2f}x)\n",
+               ks.median, ks.min, ks.max);
+  }
+  fmt::print(
+      "load       {:.2f} s total: parse+validate {:.3f} s, copy {:.2f} s, page-in {:.2f} s"
+      " ({}); plain read() of the file {:.2f} s ({:.2f} GB/s)\n",
+      r.load_s, lr.open_s, lr.copy_s, lr.prefault_s, runtime::page_kind_name(lr.pages), r.read_s,
+      r.file_bytes / r.read_s / 1e9);
+  fmt::print("layout     {:.2f} GB of {:.2f} GB weights repacked to packed16{}\n",
+             lr.packed_bytes / 1e9, lr.weight_bytes / 1e9,
+             o.mmap ? " (--mmap: ggml layout in place)" : "");
+  if (!lr.page_note.empty()) fmt::print("note       {}\n", lr.page_note);
+  fmt::print("pool       {} parallel regions per single-token pass, {:.2f} us per empty region\n",
+             r.pool_cost.regions_per_pass, r.pool_cost.region_us);
+  fmt::print("placement  {}\n", model.placement_summary());
+}
+
 int run_bench(const BenchOptions& o) {
   using namespace engine;
   try {
-    if (!o.isa.empty()) {
-      bool found = false;
-      for (auto isa : {kernels::Isa::scalar, kernels::Isa::avx2, kernels::Isa::avx512,
-                       kernels::Isa::avx512vnni})
-        if (o.isa == kernels::isa_name(isa)) kernels::set_isa(isa), found = true;
-      if (!found) throw std::invalid_argument("--isa: expected scalar, avx2, avx512 or avx512vnni");
-    }
+    if (!o.isa.empty()) select_isa(o.isa);
     std::vector<int> cpus =
         o.cpus.empty() ? runtime::first_cpus(o.threads) : runtime::parse_cpus(o.cpus);
     runtime::ThreadPool pool(cpus, true);
 
-    uint64_t file_bytes = 0;
-    double read_s = time_file_read(o.model, file_bytes);
-    ModelOptions mo;
-    mo.prefault = true;
-    mo.hugepages = o.hugepages;
-    mo.numa = runtime::parse_numa_policy(o.numa);
-    mo.copy_weights = !o.mmap;
-    mo.pack_weights = !o.no_pack;
-    if (o.mmap && (o.hugepages || mo.numa != runtime::NumaPolicy::none))
-      throw std::invalid_argument("--mmap uses the file mapping in place: drop --hugepages/--numa");
-    if (o.kv != "f16" && o.kv != "f32") throw std::invalid_argument("--kv: expected f16 or f32");
-    mo.kv_type = o.kv == "f16" ? GgmlType::F16 : GgmlType::F32;
-    int max_k = *std::max_element(o.batches.begin(), o.batches.end());
-    mo.max_batch = std::max(64, max_k);
+    BenchResult r;
+    r.read_s = time_file_read(o.model, r.file_bytes);
+    const int max_k = *std::max_element(o.batches.begin(), o.batches.end());
+    ModelOptions mo = model_options(o, max_k);
+    ProgressLine line("load");
+    if (line.enabled())
+      mo.progress = [&](std::string_view stage, uint64_t done, uint64_t total) {
+        line.update(stage, done >> 20, total >> 20, "MiB");
+      };
     auto t0 = Clock::now();
     auto model = LlamaModel::load(o.model, pool, mo);
-    double load_s = since(t0);
-    const auto& lr = model->load_report();
+    r.load_s = since(t0);
+    line.finish();
     if (o.ctx + max_k > model->n_ctx())
       throw std::invalid_argument(fmt::format("--ctx {} + batch {} exceeds the model's n_ctx {}",
                                               o.ctx, max_k, model->n_ctx()));
 
-    auto bw = runtime::measure_read_bandwidth(pool, size_t(o.bw_mib) << 20, 7);
-
+    r.bw = runtime::measure_read_bandwidth(pool, size_t(o.bw_mib) << 20, 7);
     const int V = model->n_vocab();
     std::vector<float> logits(size_t(V) * max_k);
     std::vector<int32_t> toks(std::max(o.ctx, max_k));
     for (size_t i = 0; i < toks.size(); ++i) toks[i] = static_cast<int32_t>((i * 7919 + 13) % V);
     model->forward(std::span<const int32_t>(toks).first(o.ctx), nullptr);
 
-    nlohmann::json jb = nlohmann::json::array();
-    std::map<int, double> median_pass;
-    // Repeats run outermost, each after its own bandwidth probe: this host's
-    // bandwidth drifts by tens of percent from minute to minute, so the
-    // roofline ratio and K=8/K=1 are taken within one repeat, then medianed.
-    std::map<int, std::vector<double>> per_pass;
-    std::map<int, double> cpu_used, wall_used;
-    std::vector<double> bw_rep, bw_after1;
-    for (int k : o.batches) {
-      std::span<const int32_t> batch(toks.data(), k);
-      model->forward(batch, logits.data());  // warm-up
-      model->truncate(o.ctx);
-    }
-    const size_t rep_probe = std::min<size_t>(size_t(o.bw_mib) << 20, size_t{512} << 20);
-    for (int r = 0; r < o.repeat; ++r) {
-      bw_rep.push_back(runtime::measure_read_bandwidth(pool, rep_probe, 3).median_gbps);
-      for (int k : o.batches) {
-        std::span<const int32_t> batch(toks.data(), k);
-        // The share of the pool's CPUs the passes really got: on a shared host
-        // (other jobs, a VM's steal) a figure far below 1 explains slow passes.
-        const double cpu0 = cpu_seconds();
-        auto t1 = Clock::now();
-        for (int p = 0; p < o.passes; ++p) {
-          model->forward(batch, logits.data());
-          model->truncate(o.ctx);
-        }
-        const double wall = since(t1);
-        per_pass[k].push_back(wall / o.passes);
-        cpu_used[k] += cpu_seconds() - cpu0;
-        wall_used[k] += wall;
-        // The single-token passes are bracketed by probes: the roofline
-        // they are held against is the mean of the two, so a bandwidth
-        // shift during them moves both sides.
-        if (k == 1)
-          bw_after1.push_back(runtime::measure_read_bandwidth(pool, rep_probe, 3).median_gbps);
-      }
-    }
-    if (!o.json)
-      fmt::print("{:>5} {:>12} {:>12} {:>12} {:>10} {:>12} {:>10} {:>9} {:>10}\n", "batch",
-                 "pass ms (med)", "min", "max", "tok/s", "weights MB", "eff GB/s", "CPU share",
-                 "CPU s/pass");
-    for (int k : o.batches) {
-      const double cpu_share = cpu_used[k] / (wall_used[k] * pool.size());
-      // CPU seconds one pass costs, whoever else runs: the compute side of the
-      // roofline (includes brief spinning at joins).
-      const double cpu_per_pass = cpu_used[k] / (o.repeat * o.passes);
-      Stats s = stats(per_pass[k]);
-      median_pass[k] = s.median;
-      uint64_t bytes = model->weight_bytes_per_pass(k);
-      double tps = k / s.median, eff = bytes / s.median / 1e9;
-      if (o.json) {
-        jb.push_back({{"batch", k},
-                      {"pass_s", {{"median", s.median}, {"min", s.min}, {"max", s.max}}},
-                      {"tokens_per_s", {{"median", tps}, {"min", k / s.max}, {"max", k / s.min}}},
-                      {"weight_bytes_per_pass", bytes},
-                      {"effective_gbps", eff},
-                      {"cpu_share", cpu_share},
-                      {"cpu_s_per_pass", cpu_per_pass},
-                      {"samples_s", per_pass[k]}});
-      } else {
-        fmt::print(
-            "{:>5} {:>12.2f} {:>12.2f} {:>12.2f} {:>10.2f} {:>12.1f} {:>10.2f} {:>8.0f}% "
-            "{:>10.3f}\n",
-            k, s.median * 1e3, s.min * 1e3, s.max * 1e3, tps, bytes / 1e6, eff, cpu_share * 100,
-            cpu_per_pass);
-      }
-    }
-    // Within-repeat ratios.
-    std::vector<double> roof_rep, k8_rep;
-    const double bytes1 = static_cast<double>(model->weight_bytes_per_pass(1));
-    for (int r = 0; r < o.repeat; ++r) {
-      if (per_pass.count(1))
-        roof_rep.push_back((1.0 / per_pass[1][r]) /
-                           (0.5 * (bw_rep[r] + bw_after1[r]) * 1e9 / bytes1));
-      if (per_pass.count(1) && per_pass.count(8)) k8_rep.push_back(per_pass[8][r] / per_pass[1][r]);
-    }
-
-    // Fork/join cost: regions one single-token pass issues, and the latency of
-    // an empty region on this pool (spinning workers, or futex wake-ups).
-    uint64_t reg0 = pool.regions();
-    model->forward(std::span<const int32_t>(toks.data(), 1), logits.data());
-    model->truncate(o.ctx);
-    const uint64_t regions_per_pass = pool.regions() - reg0;
-    constexpr int kEmpty = 2000;
-    auto te = Clock::now();
-    for (int i = 0; i < kEmpty; ++i) pool.run([](int) {});
-    const double region_us = since(te) / kEmpty * 1e6;
-
-    const uint64_t bytes_per_token = model->weight_bytes_per_pass(1);
-    const double roofline_tps = bw.median_gbps * 1e9 / bytes_per_token;
-    nlohmann::json j;
-    j["model"] = o.model;
-    j["config"] = {{"name", model->config().name},
-                   {"dim", model->config().dim},
-                   {"layers", model->config().n_layers},
-                   {"weight_type", std::string(traits(model->weight_type()).name)}};
-    j["cpus"] = common::format_cpulist(pool.cpus());
-    j["threads"] = pool.size();
-    j["isa"] = kernels::isa_name(kernels::active_isa());
-    j["context_tokens"] = o.ctx;
-    j["passes_per_repeat"] = o.passes;
-    j["repeats"] = o.repeat;
-    j["batches"] = jb;
-    j["bandwidth_gbps"] = {{"median", bw.median_gbps},
-                           {"min", bw.min_gbps},
-                           {"max", bw.max_gbps},
-                           {"buffer_bytes", bw.buffer_bytes}};
-    j["bytes_per_token"] = bytes_per_token;
-    j["roofline_tokens_per_s"] = roofline_tps;
-    j["bandwidth_per_repeat_gbps"] = bw_rep;
-    if (!bw_after1.empty()) j["bandwidth_after_batch1_gbps"] = bw_after1;
-    if (!roof_rep.empty()) {
-      const Stats rs = stats(roof_rep);
-      j["roofline_ratio"] = rs.median;
-      j["roofline_ratio_range"] = {rs.min, rs.max};
-      j["roofline_ratio_vs_median_bandwidth"] = (1.0 / median_pass[1]) / roofline_tps;
-    }
-    if (!k8_rep.empty()) {
-      const Stats ks = stats(k8_rep);
-      j["k8_over_k1_time"] = ks.median;
-      j["k8_over_k1_range"] = {ks.min, ks.max};
-    }
-    j["load"] = {{"total_s", load_s},
-                 {"parse_validate_s", lr.open_s},
-                 {"copy_s", lr.copy_s},
-                 {"prefault_s", lr.prefault_s},
-                 {"file_read_s", read_s},
-                 {"file_bytes", file_bytes},
-                 {"file_read_gbps", file_bytes / read_s / 1e9},
-                 {"pages", runtime::page_kind_name(lr.pages)},
-                 {"packed_bytes", lr.packed_bytes},
-                 {"note", lr.page_note}};
-    j["placement"] = model->placement_summary();
-    j["pool"] = {{"regions_per_token_pass", regions_per_pass}, {"empty_region_us", region_us}};
-    if (o.json) {
-      std::cout << j.dump(2) << '\n';
-      return 0;
-    }
-    fmt::print("\nmodel      {} ({}, {} layers, dim {}), {} threads on CPUs {}, ISA {}\n", o.model,
-               traits(model->weight_type()).name, model->config().n_layers, model->config().dim,
-               pool.size(), common::format_cpulist(pool.cpus()),
-               kernels::isa_name(kernels::active_isa()));
-    fmt::print("bandwidth  {:.2f} GB/s read (median of 7, min {:.2f}, max {:.2f}; {} MiB buffer)\n",
-               bw.median_gbps, bw.min_gbps, bw.max_gbps, bw.buffer_bytes >> 20);
-    fmt::print("roofline   {:.2f} tok/s = {:.2f} GB/s / {:.1f} MB per token\n", roofline_tps,
-               bw.median_gbps, bytes_per_token / 1e6);
-    if (!roof_rep.empty()) {
-      const Stats rs = stats(roof_rep);
-      std::vector<double> all_bw = bw_rep;
-      all_bw.insert(all_bw.end(), bw_after1.begin(), bw_after1.end());
-      const Stats bs = stats(all_bw);
-      fmt::print(
-          "batch 1    {:.2f} tok/s = {:.1f}% of the roofline (median of {} repeats, each against "
-          "the probes just before and after it: {:.1f}-{:.1f}%; probes {:.1f}-{:.1f} GB/s)\n",
-          1.0 / median_pass[1], 100.0 * rs.median, roof_rep.size(), 100.0 * rs.min, 100.0 * rs.max,
-          bs.min, bs.max);
-    }
-    if (!k8_rep.empty()) {
-      const Stats ks = stats(k8_rep);
-      fmt::print("K=8 / K=1  {:.2f}x the time of a single-token pass (per repeat {:.2f}-{:.2f}x)\n",
-                 ks.median, ks.min, ks.max);
-    }
-    fmt::print(
-        "load       {:.2f} s total: parse+validate {:.3f} s, copy {:.2f} s, page-in {:.2f} s"
-        " ({}); plain read() of the file {:.2f} s ({:.2f} GB/s)\n",
-        load_s, lr.open_s, lr.copy_s, lr.prefault_s, runtime::page_kind_name(lr.pages), read_s,
-        file_bytes / read_s / 1e9);
-    fmt::print("layout     {:.2f} GB of {:.2f} GB weights repacked to packed16{}\n",
-               lr.packed_bytes / 1e9, lr.weight_bytes / 1e9,
-               o.mmap ? " (--mmap: ggml layout in place)" : "");
-    if (!lr.page_note.empty()) fmt::print("note       {}\n", lr.page_note);
-    fmt::print("pool       {} parallel regions per single-token pass, {:.2f} us per empty region\n",
-               regions_per_pass, region_us);
-    fmt::print("placement  {}\n", model->placement_summary());
+    r.sm = time_passes(o, *model, pool, toks, logits);
+    r.batches = batch_rows(o, *model, pool.size(), r.sm, r.median_pass);
+    within_repetition_ratios(o, *model, r);
+    r.pool_cost = measure_pool(o, *model, pool, toks, logits);
+    if (o.json)
+      std::cout << report_json(o, *model, pool, r).dump(2) << '\n';
+    else
+      print_report(o, *model, pool, r);
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "bench: " << e.what() << '\n';
@@ -318,9 +398,15 @@ void add_bench_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_option("--batch", o->batches, "batch sizes (tokens per pass)")
       ->delimiter(',')
       ->check(CLI::Range(1, 512));
-  cmd->add_option("-n", o->passes, "passes per repeat")->check(CLI::Range(1, 100000));
-  cmd->add_option("--repeat", o->repeat, "repeats (median, min, max over them)")
-      ->check(CLI::Range(1, 1000));
+  // As llama-bench: -r repetitions, -t threads. -n (tokens generated, in
+  // generate and llama-bench) has no meaning here: every pass is truncated
+  // back to the same context.
+  cmd->add_option("--passes", o->passes, "forward passes per repetition and batch size")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  cmd->add_option("-r,--repetitions", o->repeat, "repetitions (median, min, max over them)")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
   auto* th = cmd->add_option("--threads,-t", o->threads, "threads: the first N allowed CPUs");
   cmd->add_option("--cpus", o->cpus, "CPU list to pin the pool to, e.g. 0-7")->excludes(th);
   cmd->add_option("--ctx", o->ctx, "tokens already in the KV cache before each pass")

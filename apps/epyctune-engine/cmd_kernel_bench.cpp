@@ -299,13 +299,13 @@ void add_kernel_bench_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_option("--rows", opts->rows, "weight rows (default: fill --mb)");
   cmd->add_option("--mb", opts->mb, "weight matrix and probe size in MiB")
       ->check(CLI::Range(1, 65536));
-  cmd->add_option("--threads", opts->threads, "threads (disjoint row ranges)")
+  cmd->add_option("-t,--threads", opts->threads, "threads (disjoint row ranges)")
       ->check(CLI::Range(1, 1024));
   cmd->add_option("--loops", opts->loops,
                   "matmuls per timed pass: with --rows small enough for L2 (e.g. 256), "
                   "the kernels' compute rate without DRAM or thread start-up")
       ->check(CLI::Range(1, 1000000));
-  cmd->add_option("--repeat", opts->repeat, "timed passes; the median is reported")
+  cmd->add_option("-r,--repetitions", opts->repeat, "timed passes; the median is reported")
       ->check(CLI::Range(1, 1000));
   cmd->callback([opts, &global] { global.exit_code = run_bench(*opts); });
 }

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "apps/epyctune-engine/commands.hpp"
+#include "apps/epyctune-engine/progress.hpp"
 #include "engine/gguf/gguf.hpp"
 #include "engine/runtime/cpus.hpp"
 #include "engine/runtime/thread_pool.hpp"
@@ -25,6 +26,7 @@ struct MkmodelArgs {
   double agreement = -1.0;
   double residual_decay = 1.0;
   int draft_layers = 0, calib_seqs = 16, calib_steps = 32;
+  int threads = 0;
   bool json = false;
   bool fast_quant = false;
 };
@@ -35,6 +37,7 @@ int run_plain(const MkmodelArgs& a) {
   wo.quant = a.quant;
   wo.fast_quant = a.fast_quant;
   wo.seed = a.seed;
+  wo.threads = a.threads;
   if (!a.vocab.empty()) {
     // The vocabulary fixes the embedding's row count.
     auto f = eng::gguf::File::open(a.vocab);
@@ -65,7 +68,13 @@ int run_plain(const MkmodelArgs& a) {
       for (int64_t i = 0; i < ne0 * n; ++i) out[i] *= s;
     };
   }
+  ProgressLine line("mkmodel");
+  if (line.enabled())
+    wo.progress = [&](std::string_view tensor, int index, int count) {
+      line.update(tensor, static_cast<uint64_t>(index), static_cast<uint64_t>(count), "tensors");
+    };
   eng::write_model(a.out, shape, wo);
+  line.finish();
   if (a.json) {
     std::cout << nlohmann::json{{"path", a.out},          {"shape", a.shape},
                                 {"quant", a.quant},       {"seed", a.seed},
@@ -83,7 +92,7 @@ int run_plain(const MkmodelArgs& a) {
 
 int run_pair(const MkmodelArgs& a) {
   if (a.agreement < 0.0) throw std::invalid_argument("--pair-of needs --agreement A (0 < A <= 1)");
-  eng::runtime::ThreadPool pool(a.cpus.empty() ? eng::runtime::allowed_cpus()
+  eng::runtime::ThreadPool pool(a.cpus.empty() ? eng::runtime::first_cpus(a.threads)
                                                : eng::runtime::parse_cpus(a.cpus));
   eng::PairOptions po;
   po.agreement = a.agreement;
@@ -146,7 +155,11 @@ void add_mkmodel_command(CLI::App& app, GlobalOptions& global) {
       ->capture_default_str();
   cmd->add_option("--calib-steps", args->calib_steps, "Steps per trajectory")
       ->capture_default_str();
-  cmd->add_option("--cpus", args->cpus, "CPUs for calibration runs (default: all allowed)");
+  auto* th = cmd->add_option("-t,--threads", args->threads,
+                             "Threads: the first N allowed CPUs (default: all allowed)");
+  cmd->add_option("--cpus", args->cpus,
+                  "CPUs for --pair-of calibration runs (default: all allowed)")
+      ->excludes(th);
   cmd->add_flag("--json", args->json, "Print a JSON report");
   cmd->callback([args, &global] {
     try {

@@ -1,4 +1,4 @@
-// epyctune-engine tokenize --model M (--text TEXT | --file F) [--bos] [--json]
+// epyctune-engine tokenize --model M (-p TEXT | -f F) [--bos] [--json]
 //
 // Prints the token ids of each input, one line per input, in the format of
 // the shared test vectors (" id id id"), so that
@@ -73,7 +73,7 @@ void add_tokenize_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_option("--model,-m", opts->model, "GGUF file with tokenizer.ggml.* metadata")
       ->required()
       ->check(CLI::ExistingFile);
-  auto* text = cmd->add_option("--text,-t", opts->text, "text to tokenize");
+  auto* text = cmd->add_option("-p,--prompt,--text", opts->text, "text to tokenize");
   auto* file = cmd->add_option("--file,-f", opts->file,
                                "file of inputs separated by __ggml_vocab_test__ lines")
                    ->check(CLI::ExistingFile);
@@ -85,7 +85,7 @@ void add_tokenize_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_flag("--json", opts->json, "one JSON object per input: text, ids, pieces");
   cmd->callback([opts, text, file, &global] {
     if (text->count() == 0 && file->count() == 0) {
-      std::cerr << "tokenize: give --text TEXT or --file F\n";
+      std::cerr << "tokenize: give -p TEXT or -f FILE\n";
       global.exit_code = 2;
       return;
     }

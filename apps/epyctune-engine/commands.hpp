@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <string>
 #include <vector>
 
 namespace epyctune::engine_cli {
@@ -17,5 +18,11 @@ std::vector<RegisterFn>& registry();
 struct Registrar {
   explicit Registrar(RegisterFn fn) { registry().push_back(fn); }
 };
+
+// llama.cpp spells some long options with one dash (-md for --model-draft);
+// CLI11 reads "-md" as -m with the value "d". Returns argv[1..] with those
+// spelled as CLI11's long options, in the reversed order App::parse(vector)
+// takes: app.parse(llama_style_args(argc, argv)).
+std::vector<std::string> llama_style_args(int argc, const char* const* argv);
 
 }  // namespace epyctune::engine_cli

@@ -1,8 +1,11 @@
 // `epyctune apply --profile NAME [--steps 1,2,6] [--check] [--json] [--keep-going] [--force]`:
 // write what the plan says, journaled (see lib/stack/apply.hpp).
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "apps/epyctune/commands.hpp"
 #include "stack/apply.hpp"
@@ -45,10 +48,53 @@ void print_text(const stack::ApplyResult& r, bool check) {
                r.rolled_back ? " (this run's changes were rolled back)" : "");
 }
 
+// "applying step 4/8: cat (12/40 knobs)" on one rewritten stderr line, for a
+// terminal only: logs and pipes get no control characters.
+class ProgressLine {
+ public:
+  explicit ProgressLine(const std::vector<stack::Knob>& knobs) {
+    for (const auto& k : knobs) {
+      if (steps_.empty() || steps_.back().name != k.step) steps_.push_back({k.step, 0});
+      steps_.back().knobs++;
+      where_.push_back({steps_.size() - 1, steps_.back().knobs});
+    }
+  }
+  void operator()(const stack::ApplyProgress& p) {
+    if (p.index >= where_.size()) return;
+    auto [step, nth] = where_[p.index];
+    fmt::print(stderr, "\r\033[Kapplying step {}/{}: {} ({}/{} knobs)", step + 1, steps_.size(),
+               steps_[step].name, nth, steps_[step].knobs);
+    std::fflush(stderr);
+    shown_ = true;
+  }
+  void clear() {
+    if (shown_) fmt::print(stderr, "\r\033[K");
+  }
+
+ private:
+  struct Step {
+    std::string name;
+    size_t knobs = 0;
+  };
+  std::vector<Step> steps_;
+  std::vector<std::pair<size_t, size_t>> where_;  // per knob: step index, 1-based place in it
+  bool shown_ = false;
+};
+
 int run_apply(const ApplyArgs& a, const GlobalOptions& g) {
   try {
-    auto s = stack::open_session({g.sysroot, g.topology_xml, a.profile, a.steps, a.force});
-    auto r = stack::apply_knobs(s.sys, s.knobs, {a.check, a.keep_going, s.profile.name});
+    auto s = open_session(g, a.profile, a.steps, a.force);
+    stack::ApplyOptions opts;
+    opts.check = a.check;
+    opts.keep_going = a.keep_going;
+    opts.profile = s.profile.name;
+    ProgressLine progress(s.knobs);
+    if (!a.check && isatty(STDERR_FILENO))
+      opts.on_progress = [&progress](const stack::ApplyProgress& p) { progress(p); };
+    auto r = stack::apply_knobs(s.sys, s.knobs, opts);
+    progress.clear();
+    spdlog::info("apply: exit code {}, changed {}, reboot required {}", r.exit_code, r.changed,
+                 r.reboot_required);
     if (a.json) {
       fmt::print("{}\n", stack::to_json(r).dump(2));
       if (!r.error.empty())
@@ -62,10 +108,10 @@ int run_apply(const ApplyArgs& a, const GlobalOptions& g) {
     if (a.json)
       fmt::print(
           "{}\n",
-          nlohmann::json{{"changed", false}, {"exit_code", stack::kExitError}, {"error", e.what()}}
-              .dump(2));
+          nlohmann::json{{"changed", false}, {"exit_code", kExitError}, {"error", e.what()}}.dump(
+              2));
     fmt::print(stderr, "epyctune apply: {}\n", e.what());
-    return stack::kExitError;
+    return kExitError;
   }
 }
 
@@ -81,11 +127,6 @@ void add_apply_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_flag("--keep-going", args->keep_going,
                 "On a failed write, continue instead of rolling back this run");
   cmd->add_flag("--force", args->force, "Apply even when the profile does not match this host");
-  cmd->footer(
-      "Exit codes: 0 done (changed or not); 1 bad input, profile/host mismatch or unreadable "
-      "journal (nothing written); 2 a knob failed or read back differently (rolled back unless "
-      "--keep-going); 3 another epyctune holds the lock; 4 missing root/capability (nothing "
-      "written).");
   cmd->callback([args, &global] { global.exit_code = run_apply(*args, global); });
 }
 

@@ -1,6 +1,7 @@
 // `epyctune detect [--json]`: what this host is, what it supports, which
 // profile fits and why. Read-only; works live, on --sysroot and --topology.
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <iostream>
 
@@ -12,6 +13,8 @@ namespace {
 
 int run_detect(const GlobalOptions& g, bool as_json) {
   try {
+    spdlog::info("detect: host root {}{}", g.sysroot,
+                 g.topology_xml.empty() ? "" : ", topology from " + g.topology_xml);
     host::Sysroot root(g.sysroot);
     host::DiscoverOptions opt;
     opt.topology_xml = g.topology_xml;
@@ -20,10 +23,10 @@ int run_detect(const GlobalOptions& g, bool as_json) {
       std::cout << profile::detect_to_json(report).dump(2) << "\n";
     else
       std::cout << profile::detect_to_text(report);
-    return 0;
+    return kExitOk;
   } catch (const std::exception& e) {
     fmt::print(stderr, "epyctune detect: {}\n", e.what());
-    return 2;
+    return kExitError;
   }
 }
 

@@ -30,7 +30,7 @@ int run_create(const FixtureArgs& a) {
                "epyctune: {} is not empty; refusing to write a fixture into it (use --force to "
                "write over it)\n",
                dir.string());
-    return 2;
+    return kExitError;
   }
   fixture::FixtureOptions o;
   o.machine = a.machine;
@@ -42,12 +42,12 @@ int run_create(const FixtureArgs& a) {
     fixture::create_fixture(dir, o);
   } catch (const std::exception& e) {
     fmt::print(stderr, "epyctune: fixture create: {}\n", e.what());
-    return 2;
+    return kExitError;
   }
   fmt::print("fixture: EPYC {} (NPS{}, SMT {}, {}, resctrl {}) written to {}\n", a.machine, a.nps,
              a.smt, a.cpufreq_driver, o.resctrl_mounted ? "mounted" : "not mounted", dir.string());
   fmt::print("use it with: epyctune --sysroot {} detect\n", dir.string());
-  return 0;
+  return kExitOk;
 }
 
 void add_fixture_command(CLI::App& app, GlobalOptions& global) {

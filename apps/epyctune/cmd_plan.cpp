@@ -18,16 +18,16 @@ struct PlanArgs {
 
 int run_plan(const PlanArgs& a, const GlobalOptions& g) {
   try {
-    auto s = stack::open_session({g.sysroot, g.topology_xml, a.profile, a.steps, a.force});
+    auto s = open_session(g, a.profile, a.steps, a.force);
     auto plans = stack::plan_knobs(s.sys, s.knobs);
     if (a.json)
       fmt::print("{}\n", stack::plan_to_json(s, plans).dump(2));
     else
       fmt::print("{}", stack::plan_to_text(s, plans));
-    return 0;
+    return kExitOk;
   } catch (const std::exception& e) {
     fmt::print(stderr, "epyctune plan: {}\n", e.what());
-    return 1;
+    return kExitError;
   }
 }
 
@@ -38,8 +38,7 @@ void add_plan_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_option("--profile", args->profile,
                   "Built-in profile (9754, epyc-9354, ...) or a TOML file")
       ->required();
-  cmd->add_flag("--json", args->json,
-                "Machine-readable output (schema in lib/stack/plan_report.hpp)");
+  cmd->add_flag("--json", args->json, "Machine-readable output (schema in docs/json/stack.md)");
   cmd->add_flag("--force", args->force, "Plan even when the profile does not match this host");
   cmd->add_option("--steps", args->steps, "Steps to plan: 1,2,6 or bios,numa or 1-4 (default all)");
   cmd->callback([args, &global] { global.exit_code = run_plan(*args, global); });

@@ -1,6 +1,7 @@
 // `epyctune revert [--json]`: restore every original in the journal, newest
 // first, then clear it. Needs no profile: the journal describes each knob.
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "apps/epyctune/commands.hpp"
 #include "stack/revert.hpp"
@@ -10,6 +11,7 @@ namespace {
 
 int run_revert(bool json, const GlobalOptions& g) {
   try {
+    spdlog::info("revert: journal under {}", g.sysroot);
     auto r = stack::revert_journal(host::Sysroot(g.sysroot));
     if (json) {
       fmt::print("{}\n", stack::to_json(r).dump(2));
@@ -25,7 +27,7 @@ int run_revert(bool json, const GlobalOptions& g) {
     return r.exit_code;
   } catch (const std::exception& e) {
     fmt::print(stderr, "epyctune revert: {}\n", e.what());
-    return stack::kExitError;
+    return kExitError;
   }
 }
 
@@ -33,9 +35,6 @@ void add_revert_command(CLI::App& app, GlobalOptions& global) {
   auto json = std::make_shared<bool>(false);
   auto* cmd = app.add_subcommand("revert", "Restore every value epyctune changed, newest first");
   cmd->add_flag("--json", *json, "JSON output");
-  cmd->footer(
-      "Exit codes: 0 reverted (or nothing to revert); 1 unreadable journal; 2 some "
-      "originals could not be restored (journal kept); 3 locked; 4 missing privilege.");
   cmd->callback([json, &global] { global.exit_code = run_revert(*json, global); });
 }
 

@@ -1,8 +1,12 @@
-// `epyctune verify --profile NAME [--format table|json|md|junit|prometheus] [--ignore-missing]`:
+// `epyctune verify [--profile NAME] [--format table|json|md|junit|prometheus] [--ignore-missing]`:
 // step 9, the checklist. Exit 0 only when no check fails.
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <stdexcept>
 
 #include "apps/epyctune/commands.hpp"
+#include "stack/applied.hpp"
 #include "stack/plan.hpp"
 #include "stack/session.hpp"
 #include "stack/steps/checklist.hpp"
@@ -15,31 +19,44 @@ struct VerifyArgs {
   bool ignore_missing = false, force = false;
 };
 
+// No --profile: the profile the journal says is applied.
+std::string profile_to_verify(const VerifyArgs& a, const GlobalOptions& g) {
+  if (!a.profile.empty()) return a.profile;
+  auto st = stack::read_applied_state(host::Sysroot(g.sysroot));
+  if (!st.applied)
+    throw std::runtime_error(fmt::format(
+        "nothing is applied ({} holds no knobs), so there is no profile to verify against; name "
+        "one with --profile",
+        st.journal_path));
+  spdlog::info("verify: profile {} (applied, from {})", st.profile, st.journal_path);
+  return st.profile;
+}
+
 int run_verify(const VerifyArgs& a, const GlobalOptions& g) {
   try {
     auto format = stack::parse_checklist_format(a.format);
-    auto s = stack::open_session({g.sysroot, g.topology_xml, a.profile, a.steps, a.force});
+    auto s = open_session(g, profile_to_verify(a, g), a.steps, a.force);
     auto c =
         stack::make_checklist(stack::plan_knobs(s.sys, s.knobs), s.profile.name, a.ignore_missing);
     fmt::print("{}", stack::render_checklist(c, format));
-    return c.ok() ? 0 : 2;
+    return c.ok() ? kExitOk : kExitFailed;
   } catch (const std::exception& e) {
     fmt::print(stderr, "epyctune verify: {}\n", e.what());
-    return 1;
+    return kExitError;
   }
 }
 
 void add_verify_command(CLI::App& app, GlobalOptions& global) {
   auto args = std::make_shared<VerifyArgs>();
   auto* cmd = app.add_subcommand("verify", "Check every knob against the profile (step 9)");
-  cmd->add_option("--profile", args->profile, "Built-in profile or a TOML file")->required();
+  cmd->add_option("--profile", args->profile,
+                  "Built-in profile or a TOML file (default: the applied one, see `status`)");
   cmd->add_option("--format", args->format, "table, json, md, junit or prometheus")
       ->capture_default_str();
   cmd->add_flag("--ignore-missing", args->ignore_missing,
                 "Skip knobs this host does not support instead of failing them");
   cmd->add_option("--steps", args->steps, "Steps to verify (default all)");
   cmd->add_flag("--force", args->force, "Verify even when the profile does not match this host");
-  cmd->footer("Exit codes: 0 every check passed or was skipped; 1 bad input; 2 a check failed.");
   cmd->callback([args, &global] { global.exit_code = run_verify(*args, global); });
 }
 

@@ -6,14 +6,21 @@
 #include <string>
 #include <vector>
 
+#include "common/exit_codes.hpp"
+#include "stack/session.hpp"
+
 namespace epyctune::cli {
 
 struct GlobalOptions {
   std::string sysroot = "/";
   std::string topology_xml;
-  bool verbose = false;
-  int exit_code = 0;  // set by the command's callback
+  int verbose = 0;          // how many -v
+  int exit_code = kExitOk;  // set by the command's callback
 };
+
+// stack::open_session with the global options, logging what it read.
+stack::Session open_session(const GlobalOptions& g, const std::string& profile,
+                            const std::string& steps, bool force);
 
 using RegisterFn = void (*)(CLI::App& app, GlobalOptions& global);
 std::vector<RegisterFn>& registry();

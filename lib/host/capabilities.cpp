@@ -1,5 +1,6 @@
 #include "host/capabilities.hpp"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -144,7 +145,7 @@ void probe_msr(const Sysroot& r, const Topology& t, Capabilities& c) {
           "root without CAP_SYS_RAWIO (a container or a capability bounding set drops it)";
       return;
     }
-  } else if (::access(r.resolve(dev).c_str(), W_OK) != 0) {
+  } else if (!r.open_beneath(dev, O_WRONLY | O_NONBLOCK)) {  // confined, like every access
     c.msr.reason = fmt::format("{} is not writable", r.resolve(dev).string());
     return;
   }

@@ -1,39 +1,95 @@
 #include "host/sysroot.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 namespace epyctune::host {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+std::string describe(int err) {
+  // EXDEV only comes from RESOLVE_BENEATH here (renames stay in one directory).
+  if (err == EXDEV)
+    return "leads outside the sysroot (a symlink or '..' points out of it); refused";
+  if (err == ENOSYS)
+    return "openat2(2) is not available (Linux 5.6 or later is needed to confine host access)";
+  return std::strerror(err);
+}
+
+// The path below the root, without leading slashes; "." for the root itself.
+std::string relative(std::string_view host_path) {
+  while (!host_path.empty() && host_path.front() == '/') host_path.remove_prefix(1);
+  while (!host_path.empty() && host_path.back() == '/') host_path.remove_suffix(1);
+  return host_path.empty() ? std::string(".") : std::string(host_path);
+}
+
+std::atomic<bool> g_said_enosys{false};
+
+int openat2_beneath(int dirfd, const std::string& rel, int flags, unsigned mode) {
+  struct open_how how {};
+  how.flags = static_cast<uint64_t>(flags) | O_CLOEXEC;
+  // The kernel rejects a mode without O_CREAT/O_TMPFILE.
+  how.mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0;
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+  for (;;) {
+    long fd = ::syscall(SYS_openat2, dirfd, rel.c_str(), &how, sizeof how);
+    if (fd >= 0) return static_cast<int>(fd);
+    // EAGAIN: a concurrent rename raced the lookup; the kernel asks for a retry.
+    if (errno == EAGAIN || errno == EINTR) continue;
+    if (errno == ENOSYS && !g_said_enosys.exchange(true))
+      std::fprintf(stderr,
+                   "epyctune: this kernel has no openat2(2) (Linux 5.6+): host access cannot be "
+                   "confined to the sysroot, so it is refused\n");
+    return -1;
+  }
+}
+
+void write_all(int fd, std::string_view data, const std::string& path) {
+  size_t off = 0;
+  while (off < data.size()) {
+    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw HostError("write", path, errno);
+    }
+    off += static_cast<size_t>(n);
+  }
+}
+
+}  // namespace
+
 HostError::HostError(std::string op, std::string path, int err)
-    : std::runtime_error(fmt::format("{} {}: {}", op, path, std::strerror(err))),
+    : std::runtime_error(fmt::format("{} {}: {}", op, path, describe(err))),
       op_(std::move(op)),
       path_(std::move(path)),
       err_(err) {}
 
-namespace {
-
-struct Fd {
-  int fd = -1;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
+UniqueFd& UniqueFd::operator=(UniqueFd&& o) noexcept {
+  if (this != &o) {
+    reset(o.fd_);
+    o.fd_ = -1;
   }
-};
-
-void fsync_dir(const fs::path& dir) {
-  Fd d{::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
-  if (d.fd >= 0) ::fsync(d.fd);
+  return *this;
 }
 
-}  // namespace
+void UniqueFd::reset(int fd) {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = fd;
+}
 
 Sysroot::Sysroot(fs::path root) : root_(std::move(root)) {
   if (root_.empty()) root_ = "/";
@@ -50,33 +106,70 @@ fs::path Sysroot::resolve(std::string_view host_path) const {
   return root_ / rel;
 }
 
+UniqueFd Sysroot::open_beneath(std::string_view host_path, int flags, unsigned mode) const {
+  UniqueFd root(::open(root_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root) return UniqueFd();
+  return UniqueFd(openat2_beneath(root.get(), relative(host_path), flags, mode));
+}
+
+UniqueFd Sysroot::open_or_throw(std::string_view op, std::string_view host_path, int flags,
+                                unsigned mode) const {
+  auto fd = open_beneath(host_path, flags, mode);
+  if (!fd) throw HostError(std::string(op), resolve(host_path).string(), errno);
+  return fd;
+}
+
+std::pair<UniqueFd, std::string> Sysroot::open_parent(std::string_view op,
+                                                      std::string_view host_path) const {
+  std::string rel = relative(host_path);
+  auto slash = rel.rfind('/');
+  std::string leaf = slash == std::string::npos ? rel : rel.substr(slash + 1);
+  std::string parent = slash == std::string::npos ? "/" : "/" + rel.substr(0, slash);
+  if (leaf == "." || leaf == ".." || leaf.empty())
+    throw HostError(std::string(op), resolve(host_path).string(), EINVAL);
+  auto dir = open_beneath(parent, O_RDONLY | O_DIRECTORY);
+  if (!dir) throw HostError(std::string(op), resolve(host_path).string(), errno);
+  return {std::move(dir), leaf};
+}
+
 bool Sysroot::exists(std::string_view p) const {
-  struct stat st {};
-  return ::stat(resolve(p).c_str(), &st) == 0;
+  return static_cast<bool>(open_beneath(p, O_PATH));
+}
+
+bool Sysroot::exists_nofollow(std::string_view p) const {
+  return static_cast<bool>(open_beneath(p, O_PATH | O_NOFOLLOW));
 }
 
 bool Sysroot::is_dir(std::string_view p) const {
+  auto fd = open_beneath(p, O_PATH);
   struct stat st {};
-  return ::stat(resolve(p).c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  return fd && ::fstat(fd.get(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
 std::optional<std::string> Sysroot::read(std::string_view p) const {
-  auto path = resolve(p);
-  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (f.fd < 0) {
+  auto path = resolve(p).string();
+  // Non-blocking so that a FIFO planted where a file belongs cannot hang us.
+  auto f = open_beneath(p, O_RDONLY | O_NONBLOCK);
+  if (!f) {
     if (errno == ENOENT || errno == ENOTDIR) return std::nullopt;
-    throw HostError("read", path.string(), errno);
+    throw HostError("read", path, errno);
   }
+  struct stat st {};
+  if (::fstat(f.get(), &st) != 0) throw HostError("stat", path, errno);
+  if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))
+    throw HostError("read (a FIFO or socket, not a file)", path, EINVAL);
   std::string out;
   char buf[65536];
   for (;;) {
-    ssize_t n = ::read(f.fd, buf, sizeof buf);
+    ssize_t n = ::read(f.get(), buf, sizeof buf);
     if (n < 0) {
       if (errno == EINTR) continue;
-      throw HostError("read", path.string(), errno);
+      throw HostError("read", path, errno);
     }
     if (n == 0) break;
     out.append(buf, static_cast<size_t>(n));
+    if (out.size() > kMaxReadBytes)
+      throw HostError(fmt::format("read (larger than {} bytes)", kMaxReadBytes), path, EFBIG);
   }
   return out;
 }
@@ -91,77 +184,107 @@ std::optional<std::string> Sysroot::read_value(std::string_view p) const {
 }
 
 void Sysroot::write(std::string_view p, std::string_view data) const {
-  auto path = resolve(p);
-  Fd f{::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC)};
-  if (f.fd < 0) throw HostError("open for write", path.string(), errno);
+  auto path = resolve(p).string();
+  auto f = open_or_throw("open for write", p, O_WRONLY | O_TRUNC | O_NONBLOCK);
+  struct stat st {};
+  if (::fstat(f.get(), &st) != 0) throw HostError("stat", path, errno);
+  if (!S_ISREG(st.st_mode)) throw HostError("write (not a regular file)", path, EINVAL);
   // sysfs wants the whole value in one write() call.
-  ssize_t n = ::write(f.fd, data.data(), data.size());
-  if (n < 0) throw HostError("write", path.string(), errno);
-  if (static_cast<size_t>(n) != data.size()) throw HostError("short write", path.string(), EIO);
+  ssize_t n = ::write(f.get(), data.data(), data.size());
+  if (n < 0) throw HostError("write", path, errno);
+  if (static_cast<size_t>(n) != data.size()) throw HostError("short write", path, EIO);
 }
 
 void Sysroot::write_file_atomic(std::string_view p, std::string_view data, unsigned mode) const {
-  auto path = resolve(p);
-  auto tmp = path;
-  tmp += fmt::format(".tmp.{}", ::getpid());
-  {
-    Fd f{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode)};
-    if (f.fd < 0) throw HostError("create", tmp.string(), errno);
-    size_t off = 0;
-    while (off < data.size()) {
-      ssize_t n = ::write(f.fd, data.data() + off, data.size() - off);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        int e = errno;
-        ::unlink(tmp.c_str());
-        throw HostError("write", tmp.string(), e);
-      }
-      off += static_cast<size_t>(n);
-    }
-    if (::fsync(f.fd) != 0) {
-      int e = errno;
-      ::unlink(tmp.c_str());
-      throw HostError("fsync", tmp.string(), e);
-    }
+  auto path = resolve(p).string();
+  auto [dir, leaf] = open_parent("create", p);
+  std::string tmp = fmt::format("{}.tmp.{}", leaf, ::getpid());
+  std::string tmp_path = path + tmp.substr(leaf.size());
+  // O_EXCL|O_NOFOLLOW: never write through a name someone planted.
+  ::unlinkat(dir.get(), tmp.c_str(), 0);
+  UniqueFd f(
+      ::openat(dir.get(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode));
+  if (!f) throw HostError("create", tmp_path, errno);
+  try {
+    write_all(f.get(), data, tmp_path);
+    if (::fchmod(f.get(), mode) != 0) throw HostError("chmod", tmp_path, errno);
+    if (::fsync(f.get()) != 0) throw HostError("fsync", tmp_path, errno);
+    if (::renameat(dir.get(), tmp.c_str(), dir.get(), leaf.c_str()) != 0)
+      throw HostError("rename", path, errno);
+  } catch (...) {
+    ::unlinkat(dir.get(), tmp.c_str(), 0);
+    throw;
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    throw HostError("rename", path.string(), e);
-  }
-  fsync_dir(path.parent_path());
+  ::fsync(dir.get());
 }
 
 void Sysroot::remove_file(std::string_view p) const {
-  auto path = resolve(p);
-  if (::unlink(path.c_str()) != 0) throw HostError("remove", path.string(), errno);
-  fsync_dir(path.parent_path());
+  auto [dir, leaf] = open_parent("remove", p);
+  if (::unlinkat(dir.get(), leaf.c_str(), 0) != 0)
+    throw HostError("remove", resolve(p).string(), errno);
+  ::fsync(dir.get());
 }
 
 void Sysroot::make_dir(std::string_view p) const {
-  auto path = resolve(p);
-  if (::mkdir(path.c_str(), 0755) != 0) throw HostError("mkdir", path.string(), errno);
+  auto [dir, leaf] = open_parent("mkdir", p);
+  if (::mkdirat(dir.get(), leaf.c_str(), 0755) != 0)
+    throw HostError("mkdir", resolve(p).string(), errno);
 }
 
 void Sysroot::remove_dir(std::string_view p) const {
-  auto path = resolve(p);
-  if (::rmdir(path.c_str()) != 0) throw HostError("rmdir", path.string(), errno);
+  auto [dir, leaf] = open_parent("rmdir", p);
+  if (::unlinkat(dir.get(), leaf.c_str(), AT_REMOVEDIR) != 0)
+    throw HostError("rmdir", resolve(p).string(), errno);
 }
 
 void Sysroot::make_dirs(std::string_view p) const {
-  auto path = resolve(p);
-  std::error_code ec;
-  fs::create_directories(path, ec);
-  if (ec) throw HostError("mkdir -p", path.string(), ec.value());
+  std::string rel = relative(p);
+  if (rel == ".") return;
+  std::string prefix;
+  size_t pos = 0;
+  while (pos <= rel.size()) {
+    size_t slash = rel.find('/', pos);
+    if (slash == std::string::npos) slash = rel.size();
+    prefix = "/" + rel.substr(0, slash);
+    pos = slash + 1;
+    if (is_dir(prefix)) continue;
+    try {
+      make_dir(prefix);
+    } catch (const HostError& e) {
+      if (e.err() != EEXIST || !is_dir(prefix)) throw HostError("mkdir -p", e.path(), e.err());
+    }
+  }
 }
 
-std::vector<std::string> Sysroot::list(std::string_view dir) const {
+std::vector<std::string> Sysroot::list(std::string_view p) const {
   std::vector<std::string> names;
-  std::error_code ec;
-  for (fs::directory_iterator it(resolve(dir), ec), end; !ec && it != end; it.increment(ec))
-    names.push_back(it->path().filename().string());
+  auto fd = open_beneath(p, O_RDONLY | O_DIRECTORY);
+  if (!fd) {
+    if (errno == ENOENT || errno == ENOTDIR) return names;
+    throw HostError("list", resolve(p).string(), errno);
+  }
+  DIR* d = ::fdopendir(fd.get());
+  if (!d) throw HostError("list", resolve(p).string(), errno);
+  (void)fd.release();  // closedir() closes it
+  while (const dirent* e = ::readdir(d)) {
+    std::string_view n = e->d_name;
+    if (n != "." && n != "..") names.emplace_back(n);
+  }
+  ::closedir(d);
   std::sort(names.begin(), names.end());
   return names;
+}
+
+long Sysroot::fs_type(std::string_view p) const {
+  std::string path(p);
+  for (;;) {
+    auto fd = open_beneath(path, O_PATH);
+    struct statfs st {};
+    if (fd && ::fstatfs(fd.get(), &st) == 0) return static_cast<long>(st.f_type);
+    auto slash = path.rfind('/');
+    if (slash == std::string::npos || path == "/") return 0;
+    path = slash == 0 ? "/" : path.substr(0, slash);
+  }
 }
 
 std::string Sysroot::msr_path(int cpu) const {
@@ -169,23 +292,21 @@ std::string Sysroot::msr_path(int cpu) const {
 }
 
 uint64_t Sysroot::read_msr(int cpu, uint32_t address) const {
-  auto path = resolve(msr_path(cpu));
-  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (f.fd < 0) throw HostError("open msr", path.string(), errno);
+  auto f = open_or_throw("open msr", msr_path(cpu), O_RDONLY);
   uint64_t v = 0;
-  ssize_t n = ::pread(f.fd, &v, sizeof v, static_cast<off_t>(address));
-  if (n < 0) throw HostError(fmt::format("rdmsr {:#x}", address), path.string(), errno);
-  if (n != sizeof v) throw HostError(fmt::format("rdmsr {:#x}", address), path.string(), EIO);
+  ssize_t n = ::pread(f.get(), &v, sizeof v, static_cast<off_t>(address));
+  auto path = resolve(msr_path(cpu)).string();
+  if (n < 0) throw HostError(fmt::format("rdmsr {:#x}", address), path, errno);
+  if (n != sizeof v) throw HostError(fmt::format("rdmsr {:#x}", address), path, EIO);
   return v;
 }
 
 void Sysroot::write_msr(int cpu, uint32_t address, uint64_t value) const {
-  auto path = resolve(msr_path(cpu));
-  Fd f{::open(path.c_str(), O_WRONLY | O_CLOEXEC)};
-  if (f.fd < 0) throw HostError("open msr", path.string(), errno);
-  ssize_t n = ::pwrite(f.fd, &value, sizeof value, static_cast<off_t>(address));
-  if (n < 0) throw HostError(fmt::format("wrmsr {:#x}", address), path.string(), errno);
-  if (n != sizeof value) throw HostError(fmt::format("wrmsr {:#x}", address), path.string(), EIO);
+  auto f = open_or_throw("open msr", msr_path(cpu), O_WRONLY);
+  ssize_t n = ::pwrite(f.get(), &value, sizeof value, static_cast<off_t>(address));
+  auto path = resolve(msr_path(cpu)).string();
+  if (n < 0) throw HostError(fmt::format("wrmsr {:#x}", address), path, errno);
+  if (n != sizeof value) throw HostError(fmt::format("wrmsr {:#x}", address), path, EIO);
 }
 
 }  // namespace epyctune::host

@@ -23,7 +23,7 @@ DetectReport run_detect(const host::Sysroot& root, const host::DiscoverOptions& 
         "not probed: the topology comes from an XML file, there is no host to ask");
   }
   for (const auto& name : list_profiles()) {
-    Profile p = load_profile(name);
+    Profile p = load_profile(name, &root);
     r.fits.push_back({p.name, p.aliases, match_profile(p, r.topology)});
   }
   std::stable_sort(r.fits.begin(), r.fits.end(), [](const ProfileFit& a, const ProfileFit& b) {

@@ -150,13 +150,31 @@ std::vector<std::string> all_names() {
   return names;
 }
 
+// The file in the sysroot's override directory that stands for NAME, if any.
+// A built-in is overridden under its own name whichever alias names it.
+std::optional<fs::path> find_override(std::string_view ref, const host::Sysroot* root) {
+  if (!root || looks_like_path(ref) || ref.empty()) return std::nullopt;
+  std::string name(ref);
+  const auto& idx = builtin_index().by_name;
+  if (auto it = idx.find(name); it != idx.end()) name = stem_of(it->second);
+  auto p = root->resolve(fmt::format("{}/{}.toml", kProfileOverrideDir, name));
+  std::error_code ec;
+  if (fs::is_regular_file(p, ec)) return p;
+  return std::nullopt;
+}
+
 // Resolves a reference from the command line (from == nullptr) or an include.
-std::optional<Source> locate(std::string_view ref, const Source* from) {
+// Only a name on the command line looks in the override directory: an
+// override that includes its own name extends the built-in.
+std::optional<Source> locate(std::string_view ref, const Source* from,
+                             const host::Sysroot* root = nullptr) {
   if (looks_like_path(ref)) {
     fs::path p(ref);
     if (from && p.is_relative() && !from->dir.empty()) p = from->dir / p;
     return read_file(p);
   }
+  if (!from)
+    if (auto o = find_override(ref, root)) return read_file(*o);
   if (auto b = find_builtin(ref)) return b;
   if (!from) {
     std::error_code ec;
@@ -226,8 +244,8 @@ Profile load_source(const Source& src) {
 
 }  // namespace
 
-Profile load_profile(std::string_view ref) {
-  if (auto src = locate(ref, nullptr)) return load_source(*src);
+Profile load_profile(std::string_view ref, const host::Sysroot* root) {
+  if (auto src = locate(ref, nullptr, root)) return load_source(*src);
   if (looks_like_path(ref))
     throw ProfileError(std::string(ref), 0, 0, "cannot read the profile file",
                        "check the path (a built-in is named without .toml, e.g. 9754)");
@@ -257,6 +275,35 @@ std::string builtin_profile_text(std::string_view name) {
   if (auto b = find_builtin(name)) return b->text;
   throw ProfileError(std::string(name), 0, 0, "no such built-in profile",
                      fmt::format("built-in profiles: {}", known_names()));
+}
+
+}  // namespace epyctune::profile
+
+namespace epyctune::profile {
+
+std::vector<ProfileListing> list_profile_sources(const host::Sysroot* root) {
+  std::map<std::string, ProfileListing> by_name;
+  for (const auto& n : list_profiles()) by_name[n] = {n, "", false, ""};
+  if (root) {
+    const auto& idx = builtin_index().by_name;
+    for (const auto& f : root->list(kProfileOverrideDir)) {
+      if (!f.ends_with(".toml")) continue;
+      std::string stem = stem_of(f);
+      auto& l = by_name[stem];
+      l.name = stem;
+      l.file = root->resolve(fmt::format("{}/{}", kProfileOverrideDir, f)).string();
+      auto it = idx.find(stem);
+      if (it != idx.end() && stem_of(it->second) == stem) {
+        l.overrides_builtin = true;
+      } else if (it != idx.end()) {
+        l.ignored = fmt::format("{} is an alias of {}; name the file {}.toml to override it", stem,
+                                stem_of(it->second), stem_of(it->second));
+      }
+    }
+  }
+  std::vector<ProfileListing> out;
+  for (auto& [n, l] : by_name) out.push_back(std::move(l));
+  return out;
 }
 
 }  // namespace epyctune::profile

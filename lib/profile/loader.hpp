@@ -34,10 +34,16 @@ class ProfileError : public std::runtime_error {
   std::vector<Diagnostic> diags_;
 };
 
+// Where an administrator's profiles live (under the sysroot). NAME.toml there
+// replaces the built-in NAME, as /etc/tuned does for tuned's profiles.
+inline constexpr const char* kProfileOverrideDir = "/etc/epyctune/profiles";
+
 // A built-in name or alias, or a path to a TOML file (anything containing '/'
-// or ending in ".toml", or an existing file). Runs the host-independent
-// validation. Throws ProfileError with every problem found.
-Profile load_profile(std::string_view name_or_path);
+// or ending in ".toml", or an existing file). With a sysroot, a name is first
+// looked up in its kProfileOverrideDir as NAME.toml (a built-in's alias by the
+// built-in's name). Runs the host-independent validation.
+// Throws ProfileError with every problem found.
+Profile load_profile(std::string_view name_or_path, const host::Sysroot* root = nullptr);
 
 // Parses a profile from text as if it were the file `display_name` (includes
 // resolve relative to its directory). For tests and `profile validate`.
@@ -45,6 +51,17 @@ Profile load_profile_text(std::string_view text, const std::string& display_name
 
 // The machine profiles built in ("epyc-7543-2s", "epyc-9354", "epyc-9754"), sorted.
 std::vector<std::string> list_profiles();
+
+struct ProfileListing {
+  std::string name;                // what --profile takes
+  std::string file;                // the override file; empty for a plain built-in
+  bool overrides_builtin = false;  // file replaces the built-in of this name
+  std::string ignored;             // why file is never loaded (named after an alias)
+};
+// Every profile --profile NAME can load with this sysroot: the built-ins and
+// the override directory's *.toml, sorted by name.
+std::vector<ProfileListing> list_profile_sources(const host::Sysroot* root);
+
 // The TOML text of a built-in profile (by name or alias); throws ProfileError if unknown.
 std::string builtin_profile_text(std::string_view name);
 

@@ -35,7 +35,7 @@ struct Hardware {
   std::string memory_type;          // "DDR5-4800"
   double memory_bandwidth_gbs = 0;  // theoretical peak per socket
   std::vector<int> nps_supported;   // {1,2,4}
-  std::vector<std::string> notes;   // where the original design notes were wrong
+  std::vector<std::string> notes;   // facts about the part that are easy to get wrong
 };
 
 struct Partition {

@@ -131,7 +131,7 @@ std::string profile_to_text(const Profile& p) {
     }
   }
   if (!p.hardware.notes.empty()) {
-    s += "\n# Where the original design notes were wrong:\n";
+    s += "\n# Hardware notes:\n";
     for (const auto& n : p.hardware.notes) s += fmt::format("#  - {}\n", n);
   }
   s += fmt::format("\n[expectations]  # claims to compare with measurements; source: {}\n",

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <set>
 
+#include "stack/confine.hpp"
 #include "stack/journal.hpp"
 #include "stack/plan.hpp"
 #include "stack/privileges.hpp"
@@ -47,6 +48,12 @@ std::string errno_name(int e) {
       return "ENXIO";
     case EAGAIN:
       return "EAGAIN";
+    case EXDEV:
+      return "EXDEV";
+    case ELOOP:
+      return "ELOOP";
+    case EFBIG:
+      return "EFBIG";
     default:
       return fmt::format("errno {}", e);
   }
@@ -90,32 +97,64 @@ std::vector<std::string> roll_back(const host::Sysroot& sys, std::vector<Applied
   return problems;
 }
 
-}  // namespace
+std::string read_fault(const KnobPlan& p) {
+  return fmt::format("{}/{}: cannot read its current value: {} ({})", p.knob.step, p.knob.name,
+                     p.read_error, errno_name(p.read_errno));
+}
 
-ApplyResult apply_knobs(const host::Sysroot& sys, const std::vector<Knob>& knobs,
-                        const ApplyOptions& opts) {
+ApplyResult check_run(const std::vector<KnobPlan>& plans) {
   ApplyResult r;
-  auto plans = plan_knobs(sys, knobs);
+  for (const auto& p : plans) {
+    auto o = outcome_of(p);
+    o.status = p.status == PlanStatus::Change      ? "would-apply"
+               : p.status == PlanStatus::Unchanged ? "unchanged"
+               : p.read_errno != 0                 ? "failed"
+                                                   : "skipped";
+    if (p.read_errno != 0 && r.error.empty()) {
+      r.error = read_fault(p);
+      r.exit_code = kExitFailed;
+    }
+    if (p.status == PlanStatus::Change) {
+      o.after = p.desired_display();
+      r.changed = true;
+    }
+    o.reboot_required = (p.status == PlanStatus::Change && p.knob.reboot_required) ||
+                        p.status == PlanStatus::Pending;
+    r.reboot_required |= o.reboot_required;
+    r.knobs.push_back(std::move(o));
+  }
+  return r;
+}
 
-  if (opts.check) {
+// Everything that stops a run before its first write: a knob whose current
+// value cannot be read, a location outside what the stack may write, a
+// missing privilege. Every problem of the first kind found is said at once.
+bool refused_before_writing(const host::Sysroot& sys, const std::vector<KnobPlan>& plans,
+                            ApplyResult& r) {
+  std::vector<std::string> faults;
+  for (const auto& p : plans)
+    if (p.read_errno != 0) faults.push_back(read_fault(p));
+  if (!faults.empty()) {
+    r.exit_code = kExitFailed;
+    r.error = "not applying, " + faults.front();
+    for (size_t i = 1; i < faults.size(); ++i) r.error += "; " + faults[i];
     for (const auto& p : plans) {
       auto o = outcome_of(p);
-      o.status = p.status == PlanStatus::Change      ? "would-apply"
-                 : p.status == PlanStatus::Unchanged ? "unchanged"
-                                                     : "skipped";
-      if (p.status == PlanStatus::Change) {
-        o.after = p.desired_display();
-        r.changed = true;
-      }
-      o.reboot_required = (p.status == PlanStatus::Change && p.knob.reboot_required) ||
-                          p.status == PlanStatus::Pending;
-      r.reboot_required |= o.reboot_required;
+      o.status = p.read_errno != 0 ? "failed" : "skipped";
+      if (p.read_errno == 0) o.reason = "not attempted: a knob could not be read";
       r.knobs.push_back(std::move(o));
     }
-    return r;
+    return true;
   }
-
-  // Say every missing privilege before touching anything.
+  for (const auto& p : plans) {
+    if (p.status != PlanStatus::Change) continue;
+    auto problem = location_problem(p.knob.loc);
+    if (!problem.empty()) {
+      r.exit_code = kExitError;
+      r.error = fmt::format("not applying, {}/{}: {}", p.knob.step, p.knob.name, problem);
+      return true;
+    }
+  }
   std::vector<std::pair<std::string, std::string>> caps;
   for (const auto& p : plans)
     if (p.status == PlanStatus::Change)
@@ -126,120 +165,160 @@ ApplyResult apply_knobs(const host::Sysroot& sys, const std::vector<Knob>& knobs
     r.exit_code = kExitPrivilege;
     r.error = "not applying, missing: ";
     for (size_t i = 0; i < missing.size(); ++i) r.error += (i ? "; " : "") + missing[i];
-    return r;
+    return true;
   }
+  return false;
+}
+
+// One run's writes: the journal (opened on the first change), what is
+// already journaled, what this run changed (for rollback).
+struct Run {
+  const host::Sysroot& sys;
+  const ApplyOptions& opts;
+  ApplyResult& r;
+  Journal journal;
+  std::set<std::string> journaled;
+  std::vector<Applied> applied;
+  bool stopped = false;
+};
+
+// The write-ahead step: the first time any run changes a knob, its original
+// goes into the journal (fsync'd, sealed) before the knob is touched.
+void journal_original(Run& run, const KnobPlan& p) {
+  const auto& k = p.knob;
+  if (run.journaled.count(k.loc.key())) return;
+  run.journal.append({0, k.step, k.name, run.opts.profile, k.loc, p.current});
+  run.journaled.insert(k.loc.key());
+}
+
+// A write (or journal append) failed: say which knob, path and errno, and
+// roll back this run unless keep_going.
+void fail_knob(Run& run, KnobOutcome o, const Knob& k, const std::string& reason) {
+  o.status = "failed";
+  o.reason = reason;
+  run.r.error = fmt::format("{}/{} failed: {}", k.step, k.name, o.reason);
+  run.r.exit_code = kExitFailed;
+  run.r.knobs.push_back(std::move(o));
+  if (!run.opts.keep_going) {
+    auto problems = roll_back(run.sys, run.applied, run.r.knobs);
+    run.r.notes.insert(run.r.notes.end(), problems.begin(), problems.end());
+    run.r.rolled_back = true;
+    run.stopped = true;
+  }
+}
+
+// Read back and compare: never silent when the kernel holds something else.
+void read_back(Run& run, const KnobPlan& p, KnobOutcome& o) {
+  const auto& k = p.knob;
+  KnobValue after;
+  try {
+    after = read_location(run.sys, k.loc);
+  } catch (const host::HostError& e) {
+    after.value = fmt::format("(unreadable: {})", e.what());
+  }
+  o.after = after.display();
+  o.reboot_required = k.reboot_required;
+  run.r.reboot_required |= k.reboot_required;
+  if (knob_matches(k.loc, after, *k.desired)) {
+    o.status = "applied";
+    o.reason.clear();
+    return;
+  }
+  o.status = "mismatch";
+  o.reason = fmt::format("wrote {}, read back {}", p.desired_display(), after.display());
+  if (!k.mismatch_hint.empty()) o.reason += ": " + k.mismatch_hint;
+  run.r.exit_code = kExitFailed;
+  if (run.r.error.empty()) run.r.error = fmt::format("{}/{}: {}", k.step, k.name, o.reason);
+}
+
+// Journal the original, write, read back and compare one planned change.
+void change_knob(Run& run, const KnobPlan& p, KnobOutcome o) {
+  const auto& k = p.knob;
+  try {
+    journal_original(run, p);
+    write_knob(run.sys, k.loc, *k.desired);
+  } catch (const host::HostError& e) {
+    if (e.err() == EIO && !k.eio_means.empty()) {
+      o.status = "skipped";
+      o.reason = k.eio_means;
+      run.r.knobs.push_back(std::move(o));
+      return;
+    }
+    fail_knob(run, std::move(o), k, fmt::format("{} ({})", e.what(), errno_name(e.err())));
+    return;
+  }
+  run.r.changed = true;
+  run.applied.push_back({run.r.knobs.size(), k.loc, p.current});
+  read_back(run, p, o);
+  run.r.knobs.push_back(std::move(o));
+}
+
+// One knob of the run, re-planned right before writing: an earlier knob may
+// have changed it.
+void apply_one(Run& run, const KnobPlan& planned) {
+  if (run.stopped) {
+    auto o = outcome_of(planned);
+    o.status = "skipped";
+    o.reason = "not attempted: an earlier knob failed";
+    run.r.knobs.push_back(std::move(o));
+    return;
+  }
+  KnobPlan p = planned.status == PlanStatus::Change ? plan_knob(run.sys, planned.knob) : planned;
+  if (planned.status == PlanStatus::Pending) {
+    p.status = PlanStatus::Pending;
+    p.reason = planned.reason;
+  }
+  auto o = outcome_of(p);
+  if (p.read_errno != 0) {
+    fail_knob(run, std::move(o), p.knob, read_fault(p));
+    return;
+  }
+  switch (p.status) {
+    case PlanStatus::Change:
+      change_knob(run, p, std::move(o));
+      return;
+    case PlanStatus::Unchanged:
+      o.status = "unchanged";
+      break;
+    case PlanStatus::Pending:
+      o.status = "skipped";
+      o.reboot_required = true;
+      break;
+    case PlanStatus::Unsupported:
+    case PlanStatus::Manual:
+    case PlanStatus::Info:
+      o.status = "skipped";
+      break;
+  }
+  run.r.reboot_required |= o.reboot_required;
+  run.r.knobs.push_back(std::move(o));
+}
+
+}  // namespace
+
+ApplyResult apply_knobs(const host::Sysroot& sys, const std::vector<Knob>& knobs,
+                        const ApplyOptions& opts) {
+  auto plans = plan_knobs(sys, knobs);
+  if (opts.check) return check_run(plans);
+  ApplyResult r;
+  if (refused_before_writing(sys, plans, r)) return r;
 
   bool any_change = false;
   for (const auto& p : plans) any_change |= p.status == PlanStatus::Change;
-
-  std::optional<StateLock> lock;
-  Journal journal(sys);
-  std::set<std::string> journaled;
+  Run run{sys, opts, r, Journal(sys), {}, {}, false};
+  std::unique_ptr<StateLock> lock;
   if (any_change) {
     auto created = ensure_state_dir(sys);
-    try {
-      lock.emplace(sys);
-    } catch (const LockHeldError& e) {
-      r.exit_code = kExitLocked;
-      r.error = e.what();
-      return r;
-    }
-    if (!lock->recovered().empty()) r.notes.push_back(lock->recovered());
-    // Read the journal before any write: an unreadable journal stops the run.
-    auto contents = journal.load();
-    for (const auto& e : contents.entries) journaled.insert(e.loc.key());
-    journal.ensure_header(created);
+    lock = take_state_lock(sys, r.exit_code, r.error, r.notes);
+    if (!lock) return r;
+    // Read the journal before any write: an unreadable or damaged journal stops the run.
+    auto contents = run.journal.load();
+    for (const auto& e : contents.entries) run.journaled.insert(e.loc.key());
+    run.journal.open_for_append(contents, created);
   }
-
-  std::vector<Applied> applied;
-  bool stopped = false;
-  for (const auto& planned : plans) {
-    if (stopped) {
-      auto o = outcome_of(planned);
-      o.status = "skipped";
-      o.reason = "not attempted: an earlier knob failed";
-      r.knobs.push_back(std::move(o));
-      continue;
-    }
-    // Re-plan right before writing: an earlier knob may have changed this one.
-    KnobPlan p = planned.status == PlanStatus::Change ? plan_knob(sys, planned.knob) : planned;
-    if (planned.status == PlanStatus::Pending) {
-      p.status = PlanStatus::Pending;
-      p.reason = planned.reason;
-    }
-    auto o = outcome_of(p);
-    switch (p.status) {
-      case PlanStatus::Unchanged:
-        o.status = "unchanged";
-        break;
-      case PlanStatus::Pending:
-        o.status = "skipped";
-        o.reboot_required = true;
-        break;
-      case PlanStatus::Unsupported:
-      case PlanStatus::Manual:
-      case PlanStatus::Info:
-        o.status = "skipped";
-        break;
-      case PlanStatus::Change:
-        break;
-    }
-    if (p.status != PlanStatus::Change) {
-      r.reboot_required |= o.reboot_required;
-      r.knobs.push_back(std::move(o));
-      continue;
-    }
-    const auto& k = p.knob;
-    try {
-      if (!journaled.count(k.loc.key())) {
-        journal.append({0, k.step, k.name, opts.profile, k.loc, p.current});
-        journaled.insert(k.loc.key());
-      }
-      write_knob(sys, k.loc, *k.desired);
-    } catch (const host::HostError& e) {
-      if (e.err() == EIO && !k.eio_means.empty()) {
-        o.status = "skipped";
-        o.reason = k.eio_means;
-        r.knobs.push_back(std::move(o));
-        continue;
-      }
-      o.status = "failed";
-      o.reason = fmt::format("{} {}: {} ({})", e.op(), e.path(), std::strerror(e.err()),
-                             errno_name(e.err()));
-      r.error = fmt::format("{}/{} failed: {}", k.step, k.name, o.reason);
-      r.exit_code = kExitFailed;
-      r.knobs.push_back(std::move(o));
-      if (!opts.keep_going) {
-        auto problems = roll_back(sys, applied, r.knobs);
-        r.notes.insert(r.notes.end(), problems.begin(), problems.end());
-        r.rolled_back = true;
-        stopped = true;
-      }
-      continue;
-    }
-    r.changed = true;
-    applied.push_back({r.knobs.size(), k.loc, p.current});
-    KnobValue after;
-    try {
-      after = read_location(sys, k.loc);
-    } catch (const host::HostError& e) {
-      after.value = fmt::format("(unreadable: {})", e.what());
-    }
-    o.after = after.display();
-    o.reboot_required = k.reboot_required;
-    r.reboot_required |= k.reboot_required;
-    if (knob_matches(k.loc, after, *k.desired)) {
-      o.status = "applied";
-      o.reason.clear();
-    } else {
-      // Never silent: the kernel took the write but holds something else.
-      o.status = "mismatch";
-      o.reason = fmt::format("wrote {}, read back {}", p.desired_display(), after.display());
-      if (!k.mismatch_hint.empty()) o.reason += ": " + k.mismatch_hint;
-      r.exit_code = kExitFailed;
-      if (r.error.empty()) r.error = fmt::format("{}/{}: {}", k.step, k.name, o.reason);
-    }
-    r.knobs.push_back(std::move(o));
+  for (size_t i = 0; i < plans.size(); ++i) {
+    if (opts.on_progress) opts.on_progress({i, plans.size(), &plans[i].knob});
+    apply_one(run, plans[i]);
   }
   if (r.rolled_back) r.changed = false;
   return r;

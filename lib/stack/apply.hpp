@@ -3,22 +3,23 @@
 // this run changed, unless keep_going. Exit codes are in kExit*.
 #pragma once
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "common/exit_codes.hpp"
 #include "host/sysroot.hpp"
 #include "stack/knob.hpp"
 
 namespace epyctune::stack {
 
-// Process exit codes of `epyctune apply` / `revert` (documented in --help).
-inline constexpr int kExitOk = 0;     // done (changed or not)
-inline constexpr int kExitError = 1;  // bad input, profile/host mismatch, journal unreadable
-inline constexpr int kExitFailed =
-    2;  // a knob failed or read back wrong (rolled back unless --keep-going)
-inline constexpr int kExitLocked = 3;     // another epyctune holds the lock
-inline constexpr int kExitPrivilege = 4;  // missing root / capability, nothing written
+// Process exit codes: the one table every command uses (common/exit_codes.hpp).
+using epyctune::kExitError;
+using epyctune::kExitFailed;
+using epyctune::kExitLocked;
+using epyctune::kExitOk;
+using epyctune::kExitPrivilege;
 
 struct KnobOutcome {
   std::string step, name, key, path;
@@ -28,10 +29,20 @@ struct KnobOutcome {
   bool reboot_required = false;
 };
 
+// Where a run is: knob `index` (0-based) of `count`, in the order passed in.
+struct ApplyProgress {
+  size_t index = 0;
+  size_t count = 0;
+  const Knob* knob = nullptr;
+};
+
 struct ApplyOptions {
   bool check = false;       // dry run: plan, say what would change, write nothing
   bool keep_going = false;  // on a failed write, go on with the other knobs
   std::string profile;      // recorded in the journal
+  // Called before each knob is handled, so a caller can show progress; the
+  // library itself prints nothing.
+  std::function<void(const ApplyProgress&)> on_progress = nullptr;
 };
 
 struct ApplyResult {

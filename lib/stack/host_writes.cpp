@@ -1,5 +1,6 @@
 #include "stack/host_writes.hpp"
 
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
@@ -7,12 +8,9 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
-#include <filesystem>
 #include <mutex>
 
 namespace epyctune::stack {
-
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -60,45 +58,43 @@ void counted(const host::Sysroot& sys, std::string_view path, F&& op) {
 }  // namespace
 
 bool is_kernel_fs(const host::Sysroot& sys, std::string_view host_path) {
-  fs::path p = sys.resolve(host_path);
-  struct statfs st {};
-  while (true) {
-    if (::statfs(p.c_str(), &st) == 0) break;
-    if (!p.has_parent_path() || p.parent_path() == p) return false;
-    p = p.parent_path();
-  }
-  long t = static_cast<long>(st.f_type);
+  long t = sys.fs_type(host_path);
   return t == kSysfsMagic || t == kProcMagic || t == kResctrlMagic || t == kDebugfsMagic ||
          t == kCgroup2Magic;
 }
 
 void host_write(const host::Sysroot& sys, std::string_view path, std::string_view data) {
+  spdlog::debug("write {} <- {}", path, data.substr(0, data.find_last_not_of('\n') + 1));
   counted(sys, path, [&] { sys.write(path, data); });
 }
 
 void host_write_file(const host::Sysroot& sys, std::string_view path, std::string_view data) {
+  spdlog::debug("write file {} ({} bytes)", path, data.size());
   counted(sys, path, [&] { sys.write_file_atomic(path, data); });
 }
 
 void host_remove_file(const host::Sysroot& sys, std::string_view path) {
+  spdlog::debug("remove file {}", path);
   counted(sys, path, [&] { sys.remove_file(path); });
 }
 
 void host_make_dir(const host::Sysroot& sys, std::string_view path) {
+  spdlog::debug("mkdir {}", path);
   counted(sys, path, [&] { sys.make_dir(path); });
 }
 
 void host_remove_dir(const host::Sysroot& sys, std::string_view path) {
+  spdlog::debug("rmdir {}", path);
   counted(sys, path, [&] {
-    if (!is_kernel_fs(sys, path)) {
-      // A plain directory: only a group we created reaches here (revert of a
-      // Dir knob whose original was absent), so its files are ours too.
+    if (!is_kernel_fs(sys, path) && std::string_view(path).starts_with("/sys/fs/resctrl/")) {
+      // A resctrl group on a plain filesystem (a rehearsal tree): the kernel
+      // would drop its files with it; only a group we created reaches here
+      // (revert of a Dir knob whose original was absent), so they are ours.
+      // Anywhere else a directory must already be empty: a damaged or forged
+      // journal must not be able to delete a tree.
       for (const auto& name : sys.list(path)) {
         std::string child = std::string(path) + "/" + name;
-        if (sys.is_dir(child))
-          host_remove_dir(sys, child);
-        else
-          sys.remove_file(child);
+        if (!sys.is_dir(child)) sys.remove_file(child);
       }
     }
     sys.remove_dir(path);
@@ -106,6 +102,7 @@ void host_remove_dir(const host::Sysroot& sys, std::string_view path) {
 }
 
 void host_write_msr(const host::Sysroot& sys, int cpu, uint32_t address, uint64_t value) {
+  spdlog::debug("write MSR {:#x} on CPU {} <- {:#x}", address, cpu, value);
   counted(sys, sys.msr_path(cpu), [&] { sys.write_msr(cpu, address, value); });
 }
 

@@ -174,17 +174,42 @@ KnobLocation KnobLocation::from_json(const json& j) {
   return l;
 }
 
+namespace {
+
+// A JSON string holds only UTF-8: other bytes go as {"base64": ...} so they
+// come back exactly.
+json bytes_to_json(const std::string& s) {
+  if (is_utf8(s)) return s;
+  return json{{"base64", base64_encode(s)}};
+}
+
+std::string bytes_field(const json& j, const char* name) {
+  if (!j.contains(name)) throw std::runtime_error(fmt::format("missing field '{}'", name));
+  const json& f = j.at(name);
+  if (f.is_string()) return f.get<std::string>();
+  if (f.is_object() && f.contains("base64") && f.at("base64").is_string()) {
+    if (auto bytes = base64_decode(f.at("base64").get<std::string>())) return *bytes;
+    throw std::runtime_error(fmt::format("field '{}' is not valid base64", name));
+  }
+  throw std::runtime_error(fmt::format("field '{}' has the wrong type", name));
+}
+
+}  // namespace
+
 json KnobValue::to_json() const {
-  return json{{"present", present}, {"value", value}, {"raw", raw}, {"input", input}};
+  return json{{"present", present},
+              {"value", bytes_to_json(value)},
+              {"raw", bytes_to_json(raw)},
+              {"input", bytes_to_json(input)}};
 }
 
 KnobValue KnobValue::from_json(const json& j) {
   if (!j.is_object()) throw std::runtime_error("knob value is not an object");
   KnobValue v;
   v.present = field<bool>(j, "present");
-  v.value = field<std::string>(j, "value");
-  v.raw = field<std::string>(j, "raw");
-  v.input = field<std::string>(j, "input");
+  v.value = bytes_field(j, "value");
+  v.raw = bytes_field(j, "raw");
+  v.input = bytes_field(j, "input");
   return v;
 }
 

@@ -1,6 +1,7 @@
 #include "stack/plan.hpp"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <cstring>
 #include <map>
@@ -55,10 +56,14 @@ KnobPlan plan_knob(const host::Sysroot& sys, const Knob& knob) {
   try {
     p.current = read_knob(sys, knob);
   } catch (const host::HostError& e) {
+    spdlog::debug("read {}/{}: {}", knob.step, knob.name, e.what());
     p.status = PlanStatus::Unsupported;
     p.reason = fmt::format("cannot read: {}", e.what());
+    p.read_errno = e.err();
+    p.read_error = e.what();
     return p;
   }
+  spdlog::debug("read {}/{}: {} = {}", knob.step, knob.name, knob.loc.path, p.current.display());
   if (!knob.desired) {
     p.status = PlanStatus::Unchanged;
     return p;

@@ -26,6 +26,11 @@ struct KnobPlan {
   KnobValue current;
   PlanStatus status = PlanStatus::Unchanged;
   std::string reason;
+  // Non-zero when reading the current value failed (EIO, EACCES, EISDIR...):
+  // status is Unsupported, but apply and verify treat it as a failure, never
+  // as a knob to skip. `read_error` names the operation, path and cause.
+  int read_errno = 0;
+  std::string read_error;
 
   std::string desired_display() const;
 };

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "stack/confine.hpp"
 #include "stack/journal.hpp"
 #include "stack/privileges.hpp"
 #include "stack/state_lock.hpp"
@@ -10,10 +11,68 @@ namespace epyctune::stack {
 
 using nlohmann::json;
 
+namespace {
+
+// Every entry must name a place the stack may write, or nothing is replayed:
+// a forged or damaged journal must not reach outside the tuning knobs.
+std::string refused_entries(const std::string& path, const JournalContents& c) {
+  std::string out;
+  for (const auto& e : c.entries) {
+    std::string problem = location_problem(e.loc);
+    if (problem.empty() && (e.loc.kind == KnobKind::Cmdline || e.loc.kind == KnobKind::Check))
+      problem = fmt::format("{} knob '{}' is read-only and is never journaled",
+                            to_string(e.loc.kind), e.loc.path);
+    if (!problem.empty())
+      out +=
+          fmt::format("{}journal {} line {}: {}", out.empty() ? "" : "; ", path, e.line, problem);
+  }
+  for (const auto& d : c.created_dirs) {
+    KnobLocation loc;
+    loc.kind = KnobKind::Dir;
+    loc.path = d;
+    std::string problem = location_problem(loc);
+    if (!problem.empty() || (d != "/var" && d != "/var/lib" && d != kStateDir))
+      out += fmt::format(
+          "{}journal {} header: created directory '{}' is not epyctune's state "
+          "directory or one of its parents",
+          out.empty() ? "" : "; ", path, d);
+  }
+  return out;
+}
+
+KnobOutcome restore_entry(const host::Sysroot& sys, const JournalEntry& e, bool& changed) {
+  KnobOutcome o;
+  o.step = e.step;
+  o.name = e.name;
+  o.key = e.loc.key();
+  o.path = e.loc.path;
+  o.after = e.original.display();
+  try {
+    if (e.loc.kind != KnobKind::Dir || sys.exists(e.loc.path) || e.original.present)
+      o.before = read_location(sys, e.loc).display();
+    else
+      o.before = "(absent)";
+    restore_knob(sys, e.loc, e.original);
+    auto now = read_location(sys, e.loc);
+    o.status = o.before == now.display() ? "unchanged" : "restored";
+    changed |= o.status == "restored";
+    o.after = now.display();
+  } catch (const std::exception& ex) {
+    o.status = "failed";
+    o.reason = fmt::format("{} (journal line {})", ex.what(), e.line);
+  }
+  return o;
+}
+
+}  // namespace
+
 RevertResult revert_journal(const host::Sysroot& sys) {
   RevertResult r;
-  if (!sys.exists(kJournalPath)) {
-    r.notes.push_back("nothing to revert: no journal at " + sys.resolve(kJournalPath).string());
+  std::string path = sys.resolve(kJournalPath).string();
+  // Not exists(): a symlink loop or a dangling link at the journal's name is
+  // not "no journal", it is a journal that cannot be read.
+  if (!sys.exists_nofollow(kJournalPath)) {
+    r.notes.push_back("nothing to revert: no journal at " + path);
     return r;
   }
   Journal journal(sys);
@@ -28,56 +87,47 @@ RevertResult revert_journal(const host::Sysroot& sys) {
     for (size_t i = 0; i < missing.size(); ++i) r.error += (i ? "; " : "") + missing[i];
     return r;
   }
-  std::optional<StateLock> lock;
-  try {
-    lock.emplace(sys);
-  } catch (const LockHeldError& e) {
-    r.exit_code = kExitLocked;
-    r.error = e.what();
-    return r;
-  }
-  if (!lock->recovered().empty()) r.notes.push_back(lock->recovered());
+  auto lock = take_state_lock(sys, r.exit_code, r.error, r.notes);
+  if (!lock) return r;
   contents = journal.load();  // again under the lock: another writer may have appended
   r.had_journal = true;
+  if (auto refused = refused_entries(path, contents); !refused.empty()) {
+    r.exit_code = kExitError;
+    r.error = "not reverting anything: " + refused +
+              ". Those records do not name a knob epyctune writes; the journal is kept";
+    return r;
+  }
   if (!contents.torn_tail.empty())
-    r.notes.push_back(
-        "ignored an incomplete last journal line (the process died while "
-        "journaling; that knob was never written)");
+    r.notes.push_back(fmt::format(
+        "ignored an incomplete record past the journal's seal at {} (the process died while "
+        "journaling; that knob was never written)",
+        contents.torn_tail));
   bool failed = false;
   for (auto it = contents.entries.rbegin(); it != contents.entries.rend(); ++it) {
-    KnobOutcome o;
-    o.step = it->step;
-    o.name = it->name;
-    o.key = it->loc.key();
-    o.path = it->loc.path;
-    o.after = it->original.display();
-    try {
-      if (it->loc.kind != KnobKind::Dir || sys.exists(it->loc.path) || it->original.present)
-        o.before = read_location(sys, it->loc).display();
-      else
-        o.before = "(absent)";
-      restore_knob(sys, it->loc, it->original);
-      auto now = read_location(sys, it->loc);
-      o.status = o.before == now.display() ? "unchanged" : "restored";
-      r.changed |= o.status == "restored";
-      o.after = now.display();
-    } catch (const std::exception& e) {
-      o.status = "failed";
-      o.reason = fmt::format("{} (journal line {})", e.what(), it->line);
-      failed = true;
-    }
-    r.knobs.push_back(std::move(o));
+    r.knobs.push_back(restore_entry(sys, *it, r.changed));
+    failed |= r.knobs.back().status == "failed";
   }
-  if (failed) {
+  if (failed || !contents.damage.empty()) {
     // Keep the journal: it is the only record of the originals not yet back.
     r.exit_code = kExitFailed;
-    r.error =
-        "some originals could not be restored; the journal is kept, fix the cause and "
-        "run `epyctune revert` again";
+    if (!contents.damage.empty()) {
+      r.error = fmt::format("the journal {} is damaged: ", path);
+      for (size_t i = 0; i < contents.damage.size(); ++i)
+        r.error += (i ? "; " : "") + contents.damage[i];
+      r.error += fmt::format(
+          ". Its {} intact record(s) were replayed{}; an original in the damaged part may "
+          "not be back. The journal is kept: check the knobs `epyctune plan` reports as "
+          "changed, then move {} aside",
+          contents.entries.size(), failed ? " (some failed, see above)" : "", path);
+    } else {
+      r.error =
+          "some originals could not be restored; the journal is kept, fix the cause and "
+          "run `epyctune revert` again";
+    }
     return r;
   }
   journal.remove();
-  lock->remove_file();
+  lock->release();
   for (auto it = contents.created_dirs.rbegin(); it != contents.created_dirs.rend(); ++it) {
     if (sys.is_dir(*it) && sys.list(*it).empty()) sys.remove_dir(*it);
   }

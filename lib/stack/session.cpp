@@ -13,7 +13,7 @@ Session open_session(const SessionOptions& opts) {
   host::DiscoverOptions d;
   d.topology_xml = opts.topology_xml;
   host::Topology topo = host::discover(sys, d);
-  profile::Profile prof = profile::load_profile(opts.profile);
+  profile::Profile prof = profile::load_profile(opts.profile, &sys);
   auto match = profile::match_profile(prof, topo);
   profile::require_match(prof, topo, opts.force);
   profile::ResolvedPartition part;

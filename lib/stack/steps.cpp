@@ -6,6 +6,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "stack/confine.hpp"
+#include "stack/journal.hpp"
 #include "stack/text_util.hpp"
 
 namespace epyctune::stack {
@@ -33,6 +35,55 @@ int step_number(const std::string& item) {
   std::string names;
   for (const auto& s : all_steps()) names += fmt::format(" {}={}", s.number, s.name);
   throw std::invalid_argument(fmt::format("unknown step '{}' (steps:{})", item, names));
+}
+
+// The paths and names a profile puts into knob locations: checked before any
+// knob is built, so a profile cannot aim a write outside the stack's places.
+void check_profile_paths(const profile::Profile& p, const std::vector<int>& steps) {
+  std::string where = p.source_file.empty() ? "profile '" + p.name + "'" : p.source_file;
+  auto selected = [&](int s) { return std::find(steps.begin(), steps.end(), s) != steps.end(); };
+  auto fail = [&](const std::string& field, const std::string& value, const std::string& problem,
+                  const std::string& fix) {
+    throw std::invalid_argument(
+        fmt::format("{}: {} = '{}' {}; {}", where, field, value, problem, fix));
+  };
+  if (selected(4) && p.cat.enabled)
+    for (const auto& [field, name] : {std::pair{"[cat] draft_group", &p.cat.draft_group},
+                                      std::pair{"[cat] verify_group", &p.cat.verify_group}}) {
+      auto problem = component_problem(*name);
+      if (problem.empty() && (*name == "info" || *name == "mon_groups" || *name == "mon_data"))
+        problem = "is a directory resctrl itself owns";
+      if (problem.empty() && name->find_first_of(" \t\"'") != std::string::npos)
+        problem = "holds a space or quote";
+      if (!problem.empty())
+        fail(field, *name, problem, "use a plain resctrl group name such as \"epyctune-draft\"");
+    }
+  auto file_under = [&](int step, const std::string& field, const std::string& path,
+                        const char* dir, const std::string& example) {
+    if (!selected(step)) return;
+    KnobLocation loc;
+    loc.kind = KnobKind::File;
+    loc.path = path;
+    auto problem = location_problem(loc);
+    if (problem.empty() && !std::string_view(path).starts_with(std::string(dir) + "/"))
+      problem = fmt::format("is not under {}", dir);
+    if (!problem.empty())
+      fail(field, path, problem, fmt::format("use a file under {} such as {}", dir, example));
+  };
+  if (p.isolation.isolate || p.isolation.nohz_full || p.isolation.rcu_nocbs) {
+    file_under(3, "[isolation] bootloader_dropin", p.isolation.bootloader_dropin, kGrubDropinDir,
+               "/etc/default/grub.d/epyctune.cfg");
+    auto rest = p.isolation.bootloader_dropin.substr(
+        std::min(p.isolation.bootloader_dropin.size(), std::string(kGrubDropinDir).size() + 1));
+    if (selected(3) && rest.find('/') != std::string::npos)
+      fail("[isolation] bootloader_dropin", p.isolation.bootloader_dropin,
+           "is in a subdirectory, which GRUB does not read",
+           "put it directly in /etc/default/grub.d");
+  }
+  file_under(7, "[weights] launch_config", p.weights.launch_config, kStateDir,
+             "/var/lib/epyctune/engine.toml");
+  file_under(8, "[spec] launch_config", p.spec.launch_config, kStateDir,
+             "/var/lib/epyctune/engine.toml");
 }
 
 }  // namespace
@@ -66,6 +117,7 @@ std::vector<Knob> build_knobs(const StepContext& ctx, const std::vector<int>& st
   using Builder = std::vector<Knob> (*)(const StepContext&);
   static const Builder builders[] = {bios_knobs,    numa_knobs,     isolation_knobs, cat_knobs,
                                      cpufreq_knobs, prefetch_knobs, weights_knobs,   spec_knobs};
+  check_profile_paths(ctx.profile, steps);
   std::vector<Knob> all;
   for (int s : steps) {
     if (s < 1 || s > 8) continue;  // 9 is the checklist over the others

@@ -32,4 +32,11 @@ std::string merge_schemata_domain(const std::string& file, int domain, const std
 // Value of `name=value` on a kernel command line; "" for a bare flag; nullopt if absent.
 std::optional<std::string> cmdline_param(const std::string& cmdline, const std::string& name);
 
+// True when `s` is well-formed UTF-8 (what a JSON string can hold unchanged).
+bool is_utf8(std::string_view s);
+// RFC 4648 base64 with padding, for bytes that are not UTF-8.
+std::string base64_encode(std::string_view bytes);
+// nullopt when `text` is not valid padded base64.
+std::optional<std::string> base64_decode(std::string_view text);
+
 }  // namespace epyctune::stack

@@ -1,4 +1,5 @@
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <fstream>
@@ -8,6 +9,21 @@
 
 using namespace epyctune::host;
 using epyctune::testing::TempDir;
+namespace fs = std::filesystem;
+
+namespace {
+
+void put(const fs::path& path, const std::string& content) {
+  fs::create_directories(path.parent_path());
+  std::ofstream(path, std::ios::binary) << content;
+}
+
+std::string get(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+}  // namespace
 
 TEST_CASE("sysroot maps host paths under the root and never onto /") {
   TempDir t;
@@ -50,4 +66,65 @@ TEST_CASE("MSR file: 8 bytes at offset = address") {
     CHECK(e.err() == ENOENT);
     CHECK(e.path().find("dev/cpu/1/msr") != std::string::npos);
   }
+}
+
+TEST_CASE("sysroot: a symlink leading out is refused on write; one staying inside works") {
+  TempDir base;
+  fs::path root = base.path() / "root", outside = base.path() / "outside";
+  put(outside / "secret", "outside\n");
+  Sysroot sys(root);
+  fs::create_directories(root / "sys/devices/system/cpu/cpu0");
+  put(root / "sys/devices/system/cpu/cpu0/online", "1\n");
+  fs::create_directories(root / "sys/devices/system/node/node0");
+  // Real sysfs: node0/cpu0 -> ../../cpu/cpu0 (relative, inside).
+  fs::create_directory_symlink("../../cpu/cpu0", root / "sys/devices/system/node/node0/cpu0");
+  sys.write("/sys/devices/system/node/node0/cpu0/online", "0\n");
+  CHECK(get(root / "sys/devices/system/cpu/cpu0/online") == "0\n");
+  CHECK(sys.read_value("/sys/devices/system/node/node0/cpu0/online") == "0");
+
+  // An absolute link to the outside, and a relative one climbing out.
+  fs::create_symlink(outside / "secret", root / "sys/abs");
+  fs::create_symlink("../../outside/secret", root / "sys/rel");
+  fs::create_directory_symlink(outside, root / "sys/dir");
+  for (const char* p : {"/sys/abs", "/sys/rel", "/sys/dir/secret", "/sys/../../outside/secret"}) {
+    CAPTURE(p);
+    try {
+      sys.write(p, "pwned\n");
+      FAIL("expected a refusal");
+    } catch (const HostError& e) {
+      CHECK(e.err() == EXDEV);
+      CHECK(std::string(e.what()).find("outside the sysroot") != std::string::npos);
+    }
+    CHECK_THROWS_AS(sys.read(p), HostError);
+  }
+  CHECK_THROWS_AS(sys.write_file_atomic("/sys/dir/new", "x"), HostError);
+  CHECK_THROWS_AS(sys.remove_file("/sys/dir/secret"), HostError);
+  CHECK_THROWS_AS(sys.make_dir("/sys/dir/sub"), HostError);
+  CHECK_THROWS_AS(sys.list("/sys/dir"), HostError);
+  CHECK(get(outside / "secret") == "outside\n");
+  CHECK(!fs::exists(outside / "new"));
+  CHECK(!fs::exists(outside / "sub"));
+}
+
+TEST_CASE("sysroot: a FIFO or a directory where a file belongs is a read error, never a hang") {
+  TempDir t;
+  Sysroot s(t.path());
+  s.make_dirs("/sys/kernel/mm/dir");
+  REQUIRE(::mkfifo((t.path() / "sys/kernel/mm/fifo").c_str(), 0644) == 0);
+  try {
+    s.read("/sys/kernel/mm/fifo");
+    FAIL("expected HostError");
+  } catch (const HostError& e) {
+    CHECK(std::string(e.what()).find("FIFO") != std::string::npos);
+  }
+  CHECK_THROWS_AS(s.write("/sys/kernel/mm/fifo", "1"), HostError);
+  try {
+    s.read("/sys/kernel/mm/dir");
+    FAIL("expected HostError");
+  } catch (const HostError& e) {
+    CHECK(e.err() == EISDIR);
+  }
+  fs::create_symlink("loop", t.path() / "sys/kernel/mm/loop");
+  CHECK_FALSE(s.exists("/sys/kernel/mm/loop"));
+  CHECK(s.exists_nofollow("/sys/kernel/mm/loop"));
 }

@@ -310,3 +310,40 @@ TEST_CASE("the F16 KV cache rounds exactly as the scalar converter") {
     CHECK(bit_equal(want.data(), got->data(), 40));
   }
 }
+
+TEST_CASE("load reports the copy and the page-in through the progress callback") {
+  TempDir dir;
+  auto pool = runtime::ThreadPool::unpinned(2);
+  const auto path = make_model(dir, kKShape, "q8_0");
+  struct Call {
+    std::string stage;
+    uint64_t done, total;
+  };
+  std::vector<Call> calls;
+  ModelOptions mo;
+  mo.prefault = true;
+  mo.progress = [&](std::string_view stage, uint64_t done, uint64_t total) {
+    calls.push_back({std::string(stage), done, total});
+  };
+  auto m = LlamaModel::load(path, pool, mo);
+  const uint64_t weights = m->load_report().weight_bytes;
+  for (const char* stage : {"copy", "page-in"}) {
+    CAPTURE(stage);
+    std::vector<Call> mine;
+    for (const auto& c : calls)
+      if (c.stage == stage) mine.push_back(c);
+    REQUIRE(mine.size() >= 2);
+    CHECK(mine.front().done == 0);
+    CHECK(mine.back().done == mine.back().total);
+    CHECK(mine.back().total > weights / 2);  // every matrix, in bytes
+    CHECK(mine.back().total <= weights);
+    for (size_t i = 1; i < mine.size(); ++i) CHECK(mine[i].done >= mine[i - 1].done);
+  }
+  // The callback changes nothing: same logits as a silent load.
+  auto silent = LlamaModel::load(path, pool);
+  std::vector<float> x(size_t(m->n_vocab()) * 3), y(x.size());
+  const auto toks = prompt(3, m->n_vocab());
+  m->forward(toks, x.data());
+  silent->forward(toks, y.data());
+  CHECK(bit_equal(x.data(), y.data(), x.size()));
+}

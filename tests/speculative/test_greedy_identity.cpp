@@ -2,6 +2,7 @@
 // draft source, K, or schedule.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -128,6 +129,40 @@ TEST_CASE("speculation stops at eos and at the end of the target's context") {
     CHECK(got.size() == 18);
     CHECK(got == expect_ctx);
   }
+}
+
+TEST_CASE("drafts shorter than draft_min are dropped, not verified") {
+  const std::vector<int32_t> prompt = {1, 2, 3};
+  ToyLM oracle(16, 256);
+  const auto expect = target_alone(oracle, prompt, 32);
+  auto run = [&](int draft_ctx, int min, int n) {
+    ToyLM target(16, 256), draft(16, draft_ctx);  // the draft always agrees
+    speculative::SpecOptions o;
+    o.draft_len = 4;
+    o.draft_min = min;
+    speculative::Generator g(target, &draft, {}, o);
+    const auto got = g.generate(prompt, n);
+    CHECK(std::equal(got.begin(), got.end(), expect.begin()));
+    return g.stats();
+  };
+  // 32 tokens: six passes of 4 drafts + 1, then 2 tokens left. draft_min 0
+  // verifies a 1-token draft; draft_min 3 decodes the last 2 alone.
+  CHECK(run(256, 0, 32).target_passes == 7);
+  CHECK(run(256, 3, 32).target_passes == 8);
+  CHECK(run(256, 3, 32).dropped == 0);  // nothing drafted, so nothing dropped
+  // A draft context of 20: with 18 tokens of history the draft can propose
+  // only 3 (up to position 20), then 2, then 1, all below draft_min 4.
+  const auto short_ctx = run(20, 4, 32);
+  CHECK(short_ctx.dropped == 3 + 2 + 1);
+  CHECK(short_ctx.accepted == short_ctx.drafted);
+  CHECK(run(20, 0, 32).dropped == 0);
+
+  ToyLM target(16, 64);
+  speculative::SpecOptions bad;
+  bad.draft_len = 2;
+  bad.draft_min = 3;
+  CHECK_THROWS_WITH_AS(speculative::Generator(target, nullptr, {}, bad),
+                       doctest::Contains("--draft-min"), std::invalid_argument);
 }
 
 TEST_CASE("the callback can stop generation early") {

@@ -3,8 +3,6 @@
 // k-th write, second profile over the first.
 #include <doctest/doctest.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <fstream>
 
@@ -14,6 +12,7 @@
 #include "stack/journal.hpp"
 #include "stack/revert.hpp"
 #include "stack/steps.hpp"
+#include "stack_test_util.hpp"
 #include "tree_snapshot.hpp"
 
 using namespace epyctune;
@@ -22,10 +21,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-void put(const fs::path& root, const std::string& rel, const std::string& content) {
-  fs::create_directories((root / rel).parent_path());
-  std::ofstream(root / rel) << content;
-}
+using testing::put;
 
 struct SmallHost {
   testing::ScratchDir dir;
@@ -227,17 +223,7 @@ TEST_CASE("crash after every k-th write, then revert: byte-identical") {
   REQUIRE(revert_journal(h.sys).exit_code == kExitOk);
   for (uint64_t k = 1; k <= n; ++k) {
     CAPTURE(k);
-    pid_t child = fork();
-    if (child == 0) {
-      set_crash_after_writes(k);
-      apply_knobs(h.sys, h.knobs(), {});
-      _exit(0);
-    }
-    int status = 0;
-    waitpid(child, &status, 0);
-    CHECK(WIFEXITED(status));
-    CHECK(WEXITSTATUS(status) == kCrashExitCode);
-    auto rv = revert_journal(h.sys);
+    auto rv = testing::crash_after_write_then_revert(h.sys, h.knobs(), k);
     CHECK(rv.exit_code == kExitOk);
     CHECK(testing::diff_trees(before, testing::snapshot_tree(h.dir.path())) == "");
   }

@@ -2,12 +2,11 @@
 // parse, exit codes, check mode, idempotence, and a crash injected through the
 // test-only environment variable followed by `epyctune revert`.
 #include <doctest/doctest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "cli_run.hpp"
 #include "stack/apply.hpp"
 #include "stack/host_writes.hpp"
 #include "stack_harness.hpp"
@@ -18,44 +17,10 @@ using nlohmann::json;
 
 namespace {
 
-struct Run {
-  int code = -1;
-  std::string out, err;
-};
+using Run = testing::CliRun;
 
-// Runs the epyctune binary with args (and extra environment), capturing output.
 Run run(const std::vector<std::string>& args, const std::string& env = "") {
-  int out[2], err[2];
-  REQUIRE(pipe(out) == 0);
-  REQUIRE(pipe(err) == 0);
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(out[1], 1);
-    dup2(err[1], 2);
-    close(out[0]);
-    close(err[0]);
-    if (!env.empty()) putenv(const_cast<char*>(env.c_str()));
-    std::vector<char*> argv{const_cast<char*>(EPYCTUNE_BIN)};
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(EPYCTUNE_BIN, argv.data());
-    _exit(127);
-  }
-  close(out[1]);
-  close(err[1]);
-  Run r;
-  auto drain = [](int fd, std::string& s) {
-    char buf[65536];
-    ssize_t n;
-    while ((n = read(fd, buf, sizeof buf)) > 0) s.append(buf, static_cast<size_t>(n));
-    close(fd);
-  };
-  drain(out[0], r.out);  // outputs here are far below the pipe buffer for stderr
-  drain(err[0], r.err);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
+  return testing::run_cli(EPYCTUNE_BIN, args, env);
 }
 
 std::vector<std::string> with_root(const testing::StackHost& h, std::vector<std::string> args) {
@@ -209,10 +174,11 @@ TEST_CASE("cli: a real write failure mid-apply rolls back and names knob, path a
   CHECK(err.find("sys/fs/resctrl/epyctune-verify") != std::string::npos);
   CHECK(err.find("EEXIST") != std::string::npos);
   CHECK(r.err.find("rolled back") != std::string::npos);
-  // Everything but epyctune's own journal and lock is as before.
+  // Everything but epyctune's own journal is as before (the lock is released,
+  // and a released lock leaves no file).
   auto after = testing::snapshot_tree(h.dir.path(), &before);
   CHECK(after.entries.erase("var/lib/epyctune/journal") == 1);
-  CHECK(after.entries.erase("var/lib/epyctune/lock") == 1);
+  CHECK(after.entries.count("var/lib/epyctune/lock") == 0);
   CHECK(testing::diff_trees(before, after) == "");
   CHECK(run(with_root(h, {"revert"})).code == 0);
   CHECK(testing::diff_trees(before, testing::snapshot_tree(h.dir.path(), &before)) == "");

@@ -7,6 +7,7 @@
 #include "stack/host_writes.hpp"
 #include "stack/knob.hpp"
 #include "stack/text_util.hpp"
+#include "stack_test_util.hpp"
 
 using namespace epyctune;
 using namespace epyctune::stack;
@@ -14,10 +15,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-void put(const fs::path& root, const std::string& rel, const std::string& content) {
-  fs::create_directories((root / rel).parent_path());
-  std::ofstream(root / rel) << content;
-}
+using testing::put;
 
 std::string get(const fs::path& root, const std::string& rel) {
   std::ifstream in(root / rel);

@@ -2,8 +2,6 @@
 // -> revert -> the tree is byte-identical; idempotence; crash after every k-th
 // write; MSR refusal on a CPU without PrefetchControl.
 #include <doctest/doctest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <fstream>
@@ -14,6 +12,7 @@
 #include "stack/revert.hpp"
 #include "stack/steps/checklist.hpp"
 #include "stack_harness.hpp"
+#include "stack_test_util.hpp"
 #include "tree_snapshot.hpp"
 
 using namespace epyctune;
@@ -150,17 +149,7 @@ TEST_CASE("9354: crash after every k-th write, then revert: byte-identical") {
 #endif
   for (uint64_t k = 1; k <= n; k = (k + stride > n && k != n) ? n : k + stride) {
     CAPTURE(k);
-    pid_t child = fork();
-    if (child == 0) {
-      set_crash_after_writes(k);
-      apply_knobs(h.sys, knobs, {});
-      _exit(0);
-    }
-    int status = 0;
-    waitpid(child, &status, 0);
-    REQUIRE(WIFEXITED(status));
-    CHECK(WEXITSTATUS(status) == kCrashExitCode);
-    auto rv = revert_journal(h.sys);
+    auto rv = testing::crash_after_write_then_revert(h.sys, knobs, k);
     CHECK(rv.exit_code == kExitOk);
     auto diff = testing::diff_trees(before, testing::snapshot_tree(h.dir.path(), &before));
     CHECK(diff == "");

@@ -73,9 +73,9 @@ Fn for_isa(Fn ref, Fn avx2, Fn avx512) {
 
 }  // namespace
 
-// Attention called dot_f32 / axpy per cached position (scalar, 5% of an
-// 8-token 7B verify pass); attend now makes one call per head. The exp-based
-// ops were a scalar libm expf per element: SwiGLU's was 3% of an 8-token pass.
+// Attention makes one call per head, not a dot_f32 / axpy per cached
+// position, and the exp-based ops use a vector exp rather than libm's expf
+// per element: both are in every token's path.
 float dot_f32(const float* a, const float* b, int64_t n) {
   return for_isa(detail::dot_f32_ref, detail::dot_f32_avx2, detail::dot_f32_avx512)(a, b, n);
 }

@@ -25,8 +25,8 @@ struct Q6KRows {
   static constexpr size_t kRecordBytes = kKBlockBytes;
   static int64_t groups(int64_t k) { return k / 256; }
   static int rest(int64_t) { return 0; }
-  // One row: two rows' 18 unpacked vectors spill (256 x 4096 in L2, 8
-  // tokens: 0.111 ms with two, 0.099 with one, 0.181 one-row-8-tokens).
+  // One row: two rows' 18 unpacked vectors do not fit the registers, and
+  // the spills cost more than the second row saves.
   static constexpr int64_t kTileRows = 1;
   using Group = avx512k::KBlock;
   struct Token {

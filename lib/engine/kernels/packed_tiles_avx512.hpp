@@ -54,17 +54,17 @@ namespace {
 constexpr int kPackedMaxTokens = 4;
 // The software prefetch runs this many rows ahead of the tile, at the same
 // group. One token streams fastest as a single row stream with
-// non-temporal hints 2 rows ahead (one core, 345 MiB from DRAM, median of 5:
-// 4-row tiles with T0 hints 27.7 GB/s, 2-row NTA 23.7, 1-row NTA 4 rows
-// ahead 35.0, 2 rows ahead 37.9; the read probe gets ~37 per core). Several
-// tokens reread the rows from L2, which NTA lines skip: they use T0.
+// non-temporal hints 2 rows ahead, at about the read bandwidth of a core:
+// multi-row tiles split the stream, and T0 lines displace the cache for data
+// read once. Several tokens reread the rows from L2, which NTA lines skip:
+// they use T0.
 constexpr int64_t kPrefetchRows = 2;
-// Rows per block that the token chunks share (one core, 256 x 4096 Q4_0 in
-// L2, 8 tokens: 2 rows 14.7, 8 rows 16.0, 32 rows 18.1 GB/s).
+// Rows per block that the token chunks share: the more rows, the more
+// often each chunk's activation records are reused from L1.
 constexpr int64_t kRowBlock = 32;
 // Groups per segment: a chunk's records for one segment (4 tokens x 8 x 640
-// bytes = 20 KiB) stay in L1 while the block's rows pass (k = 11008, 8
-// tokens, 2 threads: 16.2 GB/s unsegmented, 20.6 segmented).
+// bytes = 20 KiB) stay in L1 while the block's rows pass; unsegmented, long
+// rows (k = 11008) push them out to L2.
 constexpr int64_t kSegmentGroups = 8;
 
 // Group gi (at byte off of each row; rest < 16: the short last group) of R
@@ -158,9 +158,8 @@ void packed_tokens(const TileArgs& a, int nt) {
 }
 
 // One token: row after row in one call, a single stream for the prefetchers
-// (kPrefetchRows ahead, non-temporal). For Q4_K a call per row cost about a
-// fifth of the compute (L3-resident 4096 x 4096, 2 threads: 89 -> 118 GB/s)
-// and the 7B decode 74 -> 68 ms.
+// (kPrefetchRows ahead, non-temporal). A call per row costs Q4_K about a
+// fifth of its compute in call overhead and broken prefetch streams.
 template <class F>
 [[gnu::noinline]] void packed_rows_1tok(const uint8_t* w, size_t row_bytes, int64_t full, int rest,
                                         const uint8_t* arow, float* y, int64_t r0, int64_t r1) {

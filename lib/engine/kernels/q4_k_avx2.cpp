@@ -109,9 +109,8 @@ template <int T>
 
 // Half h (rows 8h..8h+7) of a packed16 panel x T tokens; the first half's
 // pass prefetches the panel in order (T0: the second half rereads it from
-// the caches), 4 super-blocks ahead for one token (2 threads, 512 MiB: 1
-// ahead 38.1 GB/s, 2 41.5, 4 42.6; the old one-row ggml tiles 42.8), 2 for
-// more.
+// the caches), 4 super-blocks ahead for one token (fewer leave DRAM latency
+// exposed), 2 for more, whose compute hides more of it.
 template <int T>
 [[gnu::noinline]] void panel_half(const uint8_t* panel, int h, int64_t nsb, const uint8_t* pf_end,
                                   const uint8_t* const* arows, __m256* acc) {

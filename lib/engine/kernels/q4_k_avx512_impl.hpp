@@ -28,13 +28,10 @@ using tiles16::kTileRows;
 using tiles16::Tile;
 
 constexpr size_t kPanelBlock = kTileRows * sizeof(BlockQ4_K);  // 2304
-// Panel super-blocks the software prefetch runs ahead: 2 (8 tokens, 2
-// threads, 1 GiB from DRAM: 32.8 GB/s, 1 ahead 29.7). One token: the 7B
-// decode, paired runs alternating in the same minutes, 2 ahead took
-// 0.82-0.98x the time of 1 ahead in 8 pairs of 2026-11-23 09:2x (3 ahead
-// 0.74-1.45x); an earlier session had 1 ahead best in slow minutes (probe
-// ~40 GB/s: 87 ms against 95) and 2 in good ones (63 against 69). The K=2
-// pass beat K=1 with 1 ahead, i.e. the one-token stream ran short.
+// Panel super-blocks the software prefetch runs ahead: 2 (about 4.5 KiB).
+// One ahead leaves the one-token stream short of bytes in flight (a 2-token
+// pass then beats it); three ahead is erratic, its lines sometimes evicted
+// before use.
 constexpr int64_t kPrefetchBlocks = 2;
 
 // Super-block b of 16 ggml rows, written in the panel layout.
@@ -76,7 +73,7 @@ template <bool kVnni>
 // (|.| <= 8 * 63 * 4064). m16: the rows' mins as int16 pairs 0|2, 1|3, 4|6,
 // 5|7; isum: the token's sub-block sums as int16, paired the same way in the
 // record (blocks.hpp). Four dot products per token replace a broadcast and an
-// fma per sub-block (one core, 8 tokens from L2: 18.8-19.0 -> 19.8-20.9 GB/s).
+// fma per sub-block, fewer instructions on the compute-bound multi-token path.
 template <bool kVnni>
 [[gnu::always_inline]] inline __m512i mins_dot(const __m512i* m16, const uint8_t* isum) {
   auto bc = [&](int i) { return tiles16::broadcast_dword(isum + 4 * i); };

@@ -6,6 +6,7 @@
 
 #include "engine/kernels/blocks.hpp"
 #include "engine/kernels/kernel_table.hpp"
+#include "engine/kernels/q6_k_unpack.hpp"
 #include "engine/kernels/tile_driver.hpp"
 
 namespace epyctune::engine::kernels::detail {
@@ -35,28 +36,11 @@ inline void widen_store(__m256i bytes, bool is_signed, __m256i s_lo, __m256i s_h
 
 inline void load_block(const uint8_t* p, KBlock& kb) {
   const auto& b = *reinterpret_cast<const BlockQ6_K*>(p);
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
-  const __m256i k32 = _mm256_set1_epi8(32);
-#pragma GCC unroll 2
-  for (int n = 0; n < 2; ++n) {
-    const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * n));
-    const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * n + 32));
-    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * n));
-    const __m256i q[4] = {
-        _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m2), 4)),
-        _mm256_or_si256(_mm256_and_si256(l1, m4),
-                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m2), 4)),
-        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m2), 4)),
-        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m2), 4))};
-#pragma GCC unroll 4
-    for (int g = 0; g < 4; ++g) {
-      const int c = 4 * n + g;
-      widen_store(_mm256_sub_epi8(q[g], k32), true, _mm256_set1_epi16(b.scales[2 * c]),
-                  _mm256_set1_epi16(b.scales[2 * c + 1]), kb.w + 32 * c);
-    }
-  }
+  q6_k_for_each_chunk(
+      b, [&](int c, __m256i q) __attribute__((always_inline)) {
+        widen_store(q, true, _mm256_set1_epi16(b.scales[2 * c]),
+                    _mm256_set1_epi16(b.scales[2 * c + 1]), kb.w + 32 * c);
+      });
   kb.dw = _cvtsh_ss(b.d);
 }
 

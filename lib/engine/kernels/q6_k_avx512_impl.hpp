@@ -9,6 +9,7 @@
 
 #include "engine/kernels/blocks.hpp"
 #include "engine/kernels/kernel_table.hpp"
+#include "engine/kernels/q6_k_unpack.hpp"
 
 namespace epyctune::engine::kernels::detail::avx512k {
 // Internal linkage: this header is compiled into TUs with different ISA
@@ -29,31 +30,14 @@ struct KBlock {
   const __m256i sc16 =
       _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
   const __m512i sc = _mm512_zextsi256_si512(sc16);
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
-  const __m256i k32 = _mm256_set1_epi8(32);
   // idx for chunk c: [2c x16, 2c+1 x16]
   const __m512i idx0 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(1), 1);
-#pragma GCC unroll 2
-  for (int n = 0; n < 2; ++n) {
-    const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * n));
-    const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * n + 32));
-    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * n));
-    const __m256i q[4] = {
-        _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m2), 4)),
-        _mm256_or_si256(_mm256_and_si256(l1, m4),
-                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m2), 4)),
-        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m2), 4)),
-        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m2), 4))};
-#pragma GCC unroll 4
-    for (int g = 0; g < 4; ++g) {
-      const int c = 4 * n + g;
-      const __m512i s = _mm512_permutexvar_epi16(
-          _mm512_add_epi16(idx0, _mm512_set1_epi16(static_cast<int16_t>(2 * c))), sc);
-      kb.w[c] = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(_mm256_sub_epi8(q[g], k32)), s);
-    }
-  }
+  q6_k_for_each_chunk(
+      b, [&](int c, __m256i q) __attribute__((always_inline)) {
+        const __m512i s = _mm512_permutexvar_epi16(
+            _mm512_add_epi16(idx0, _mm512_set1_epi16(static_cast<int16_t>(2 * c))), sc);
+        kb.w[c] = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(q), s);
+      });
   kb.dw = _mm512_set1_ps(half_to_float(b.d));
 }
 

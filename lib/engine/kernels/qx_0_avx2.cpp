@@ -126,9 +126,8 @@ inline void load_panel_half(const uint8_t* blk, int h, Group& g) {
 
 // One half of a panel x T tokens. The first half's pass prefetches the panel
 // in order (T0: the second half's pass rereads the lines from the caches),
-// ~4.5 KiB ahead for one token (2 threads, 512 MiB, one token: Q4_0 16
-// blocks 46.5-46.8 GB/s, 8 blocks 44.4-45.3; Q8_0 8 blocks 47.3-47.8, 4
-// blocks 32.8-47.0; the old one-row ggml tiles 44.6 / 48.5).
+// about 4.5 KiB ahead for one token: enough bytes in flight to cover DRAM
+// latency, as for the AVX-512 kernels.
 template <bool kQ4, int T>
 [[gnu::noinline]] void panel_half(const uint8_t* panel, int h, int64_t nb, const uint8_t* pf_end,
                                   const uint8_t* const* arows, __m256* acc) {

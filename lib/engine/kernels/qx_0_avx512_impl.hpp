@@ -5,11 +5,10 @@
 // broadcast to all 16 rows, and each lane's fma chain over the blocks is the
 // scalar reference's per-row sum. A token costs 8 dot-product instructions per
 // 16 rows and block whatever the batch, the activations stay in L1, and up to
-// 8 tokens share one pass over the weights. (The earlier layout put 16 blocks
-// of one row in the lanes: every token then needed its own 64-byte activation
-// loads per row, 8 tokens did not fit the registers, and the second 4-token
-// chunk reran each row block from L2 while DRAM idled: 7B Q4_0, 8 tokens,
-// 1 thread from DRAM, 11.7 GB/s against 16.5 now.)
+// 8 tokens share one pass over the weights. (Not 16 blocks of one row in the
+// lanes: every token then needs its own 64-byte activation loads per row,
+// 8 tokens do not fit the registers, and a second 4-token chunk reruns each
+// row block from L2 while DRAM idles.)
 #pragma once
 
 #include <immintrin.h>
@@ -31,22 +30,19 @@ using tiles16::kTileRows;
 using tiles16::Tile;
 using tiles16::transpose16x4;
 
-// Panel blocks the software prefetch runs ahead. Q4_0, one thread, 8 tokens,
-// 512 MiB: 4 blocks 12.6 GB/s, 8 15.2, 16 (4.6 KiB) 16.6, 32 15.6. One token
-// takes non-temporal hints (2 threads, 1 GiB: T0 44.6 GB/s, none 48.0, NTA
-// 55.7) and a shorter lead, ~2.2 KiB as for Q4_K: 7B decode, A/B, Q4_0 8
-// blocks 81-84 ms (4: 85-89, 16: 86-91), Q8_0 4 blocks 137 ms (16: 153).
+// Panel blocks the software prefetch runs ahead: for several tokens about
+// 4.6 KiB (16 Q4_0 blocks), where the rate peaks (a shorter lead leaves
+// DRAM latency exposed, a longer one evicts lines before use). One token is
+// bandwidth-bound: non-temporal hints (the weights are read once per pass)
+// and a shorter lead, about 2.2 KiB as for Q4_K, stream fastest.
 template <bool kQ4, int T>
 constexpr int64_t kPrefetchBlocks = T > 1 ? 16
                                     : kQ4 ? 8
                                           : 4;
 
 // A pair streams two panels: each runs half the lead ahead, so as many
-// bytes are in flight as for one panel. 7B passes, 3 alternating runs,
-// per-panel lead 16 -> 8: Q4_0 8 tokens 146-152 -> 139-141 ms, Q8_0 8 tokens
-// 188-204 -> 170-176, Q8_0 4 tokens 151-161 -> 140-144 (Q4_0 4 tokens within
-// 5% either way); kernel-bench, 1 GiB, 2 threads, 8 tokens: Q4_0 32.6-33.8 ->
-// 34.4-36.0 GB/s, Q8_0 41.9-46.2 -> 49.0-53.4.
+// bytes are in flight as for one panel (the full lead on each doubles them
+// and is slower, most of all for Q8_0).
 template <bool kQ4, int T>
 constexpr int64_t kPairPrefetchBlocks = kPrefetchBlocks<kQ4, T> / 2;
 
@@ -218,10 +214,8 @@ template <bool kQ4, bool kVnni, int T>
 // dword is broadcast once for both panels' vpdpbusd. acc[t]: the first
 // panel's rows, acc[kMaxTokens + t]: the second's. Per row and block the
 // same exact integer dot product and the same fma as panel_tile, so the same
-// bytes. One core from L2, fast minutes: Q4_0 8 tokens 19.2 -> 22.9 GB/s, 4
-// tokens 32.7 -> 45.7, 2 tokens 54 -> 67; Q8_0 8 tokens 35.5 either way, 4
-// tokens 63 -> 77. 7B passes, 4 alternating runs on a slow host: Q4_0 8
-// tokens 154-194 -> 138-172 ms (each pair faster), Q8_0 unchanged.
+// bytes. Faster than two panel_tile calls because the broadcasts, not the
+// dot products, limit the single-panel kernel at 2-8 tokens.
 template <bool kQ4, int T>
 [[gnu::noinline]] void panel_pair(const uint8_t* panel, size_t panel_bytes, int64_t nb,
                                   const uint8_t* pf_end, const uint8_t* const* arows_in,

@@ -59,9 +59,9 @@ template <int T>
 constexpr _mm_hint kStreamHint = T == 1 ? _MM_HINT_NTA : _MM_HINT_T0;
 
 // ggml rows: kRows streams per tile, which the hardware prefetchers alone
-// feed poorly. Each row's bytes [off, off + n) + kRowAhead are prefetched
-// (Q4_0, 16 rows, 2 threads, 1 GiB, one token: none 17.5 GB/s, 128 B ahead
-// 24.9, 256 26.0, 512 22.7, 1024 18.6).
+// feed poorly. Each row's bytes [off, off + n) + kRowAhead are prefetched:
+// 256 B covers the DRAM latency at one token; much further ahead, 16 streams
+// of prefetched lines start evicting each other.
 constexpr size_t kRowAhead = 256;
 template <int kRows, int T>
 [[gnu::always_inline]] inline void prefetch_rows(const uint8_t* const* rows, size_t off, size_t n) {
@@ -71,9 +71,8 @@ template <int kRows, int T>
 // ggml rows: the next tile (the kRows rows after these, contiguous) is
 // streamed into the caches in order, n bytes per block from byte `at`, while
 // this one computes: kRows row streams at a time read DRAM poorly, one
-// sequential stream well (Q4_0 / Q4_K, 16 rows, 2 threads, 1 GiB, one token:
-// 22.8 / 28.7 GB/s without, 28.8 / 36.8 with T2 hints; T0 and T1 a little
-// lower). Nothing past end.
+// sequential stream well. T2 hints: the lines are needed soon but not in L1
+// yet. Nothing past end.
 template <int kRows>
 [[gnu::always_inline]] inline void prefetch_next_tile(const uint8_t* const* rows, size_t at,
                                                       size_t n, const uint8_t* end) {

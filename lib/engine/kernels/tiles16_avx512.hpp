@@ -89,12 +89,10 @@ using Tile = row_tiles::Locals<Zmm, T>;
 // acc, pf_end) takes two adjacent whole panels at once (acc[t]: the first
 // panel's rows, acc[kMaxTokens + t]: the second's), so that every activation
 // broadcast feeds two dot-product instructions: a broadcast from memory
-// costs a vector pipe slot here (one core: vpdpbusd alone 6.5/ns, with a
-// broadcast each 4.2-4.4/ns, with one per two 4.9/ns). Pass NoPair to go one
-// panel at a time, as Q4_K does: its pair kernel (8 tokens in two halves
-// of 4, whose chains fit the registers) was 4% faster from L2 at 8 tokens
-// and 15% slower in the 7B 8-token pass (median of 6 alternating runs 174
-// ms against 149), and no faster at 2 or 4.
+// costs a vector pipe slot, so halving the broadcasts raises the
+// dot-product rate. Pass NoPair to go one panel at a time, as Q4_K does: its
+// pair kernel (8 tokens in two halves of 4, whose chains fit the registers)
+// gained a little from L2 but lost in the full 7B pass from DRAM.
 struct NoPair {};
 template <bool kPanel, class Tile, class Pair = NoPair>
 void matmul_tiles(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,

@@ -1,10 +1,10 @@
 // Keys and values of every cached position, in F16 or F32, laid out
 // [position block][layer][K|V][kv head][16 positions][head_dim]: one head's
 // keys are contiguous 16 positions at a time, and everything the positions
-// so far use is one dense prefix. The first layout, [layer][K|V][head][all
-// n_ctx positions], put each head's live rows a power of two apart (1 MiB for
-// 7B at n_ctx 4096): they fell into the same cache sets and a page each, and
-// storing one token's K/V cost 3 ms of a 60 ms 7B pass (0.2 ms dense).
+// so far use is one dense prefix. Not [layer][K|V][head][all n_ctx
+// positions]: that puts each head's live rows a power of two apart (1 MiB for
+// 7B at n_ctx 4096), in the same cache sets and a page each, and storing one
+// token's K/V becomes a visible share of a decode pass instead of noise.
 // Anonymous mmap with transparent hugepages: blocks never reached cost no
 // memory.
 #pragma once

@@ -13,6 +13,7 @@
 #include "engine/model/kv_cache.hpp"
 #include "engine/model/llama_weights.hpp"
 #include "engine/runtime/numa_maps.hpp"
+#include "engine/runtime/progress.hpp"
 #include "engine/runtime/thread_pool.hpp"
 
 namespace epyctune::engine {
@@ -32,7 +33,8 @@ struct MatJob {
 
 // Touches one byte per 4 KiB page of every matrix, 2 MiB per work item, so
 // page faults (and disk reads for a cold file) happen on all pool threads.
-void prefault_weights(LlamaWeights& w, runtime::ThreadPool& pool) {
+void prefault_weights(LlamaWeights& w, runtime::ThreadPool& pool,
+                      const runtime::ProgressFn& progress) {
   constexpr size_t kPiece = size_t{2} << 20;
   struct Piece {
     const uint8_t* p;
@@ -48,23 +50,26 @@ void prefault_weights(LlamaWeights& w, runtime::ThreadPool& pool) {
       pieces.push_back({m->data + o, std::min(kPiece, m->bytes() - o)});
   }
   std::vector<uint64_t> sums(size_t(pool.size()) * 8, 0);
-  pool.parallel_for(static_cast<int64_t>(pieces.size()), 1, [&](int64_t b, int64_t e, int tid) {
-    uint64_t s = 0;
-    for (int64_t i = b; i < e; ++i) {
+  runtime::parallel_for_progress(
+      pool, static_cast<int64_t>(pieces.size()), [&](int64_t i) { return pieces[i].n; }, "page-in",
+      progress,
+      [&](int64_t b, int64_t e, int tid) {
+        uint64_t s = 0;
+        for (int64_t i = b; i < e; ++i) {
 #ifdef MADV_POPULATE_READ
-      // One syscall maps the whole piece (Linux >= 5.14), far cheaper than a
-      // fault per 4 KiB page; older kernels answer EINVAL and we touch pages.
-      auto addr = reinterpret_cast<uintptr_t>(pieces[i].p);
-      auto page = addr & ~uintptr_t{4095};
-      if (madvise(reinterpret_cast<void*>(page), pieces[i].n + (addr - page), MADV_POPULATE_READ) ==
-          0)
-        continue;
+          // One syscall maps the whole piece (Linux >= 5.14), far cheaper than
+          // a fault per 4 KiB page; older kernels answer EINVAL and we touch pages.
+          auto addr = reinterpret_cast<uintptr_t>(pieces[i].p);
+          auto page = addr & ~uintptr_t{4095};
+          if (madvise(reinterpret_cast<void*>(page), pieces[i].n + (addr - page),
+                      MADV_POPULATE_READ) == 0)
+            continue;
 #endif
-      for (size_t o = 0; o < pieces[i].n; o += 4096)
-        s += *static_cast<const volatile uint8_t*>(pieces[i].p + o);
-    }
-    sums[size_t(tid) * 8] += s;
-  });
+          for (size_t o = 0; o < pieces[i].n; o += 4096)
+            s += *static_cast<const volatile uint8_t*>(pieces[i].p + o);
+        }
+        sums[size_t(tid) * 8] += s;
+      });
 }
 
 }  // namespace
@@ -128,6 +133,7 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::filesystem::path& path,
     co.pack = opts.pack_weights;
     co.policy = opts.numa;
     co.nodes = opts.numa_nodes;
+    co.progress = opts.progress;
     auto r = copy_weights(*m->file_, w, co, pool);
     m->load_.packed_bytes = r.packed_bytes;
     m->impl_->weight_copy = std::move(r.memory);
@@ -137,7 +143,7 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::filesystem::path& path,
   }
   if (opts.prefault) {
     auto t1 = std::chrono::steady_clock::now();
-    prefault_weights(w, pool);
+    prefault_weights(w, pool, opts.progress);
     m->load_.prefault_s = seconds_since(t1);
   }
   const auto& c = m->cfg_;
@@ -237,9 +243,9 @@ void run_matmuls(runtime::ThreadPool& pool, std::initializer_list<MatJob> jobs) 
     total += span(j);
     bytes += j.m->bytes();
   }
-  // ~512 KiB of weights a chunk (~15 us): the kernels' prefetch stops at a
-  // chunk's end, which cost 4% of the stream at 128 KiB; 2 MiB chunks left
-  // a 9.4 MB matrix too few to balance (paired A/B, 2 threads, 1 GiB).
+  // ~512 KiB of weights a chunk: the kernels' prefetch stops at a chunk's
+  // end, so small chunks stall the stream, and large ones leave a small
+  // matrix too few chunks to balance across threads.
   const int64_t row_bytes = std::max<int64_t>(1, bytes / total);
   const int64_t grain = std::max<int64_t>(1, (int64_t{512} << 10) / row_bytes / kAlign) * kAlign;
   pool.parallel_stream(total, grain, [&](int64_t b, int64_t e, int) {
@@ -255,8 +261,8 @@ void run_matmuls(runtime::ThreadPool& pool, std::initializer_list<MatJob> jobs) 
 }
 
 // prepare_acts with the token rows spread over the pool: each row is
-// quantized on its own, so the bytes do not depend on the split (8 rows ran
-// on one thread while the others waited: ~1-2% of an 8-token pass).
+// quantized on its own, so the bytes do not depend on the split (on one
+// thread, the others would wait).
 void prepare_acts(runtime::ThreadPool& pool, GgmlType type, const float* x, int n_tokens, int64_t k,
                   kernels::Acts& out) {
   if (n_tokens < 2 || pool.size() < 2) return kernels::prepare_acts(type, x, n_tokens, k, out);
@@ -271,145 +277,170 @@ void prepare_acts(runtime::ThreadPool& pool, GgmlType type, const float* x, int 
 void LlamaModel::forward_chunk(std::span<const int32_t> tokens, float* logits, bool last_only) {
   const int B = static_cast<int>(tokens.size());
   if (B == 0) return;
-  const auto& c = cfg_;
   if (pos_ + B > n_ctx_)
     throw std::out_of_range(
         fmt::format("context full: {} cached + {} new tokens > n_ctx {}", pos_, B, n_ctx_));
   for (int32_t t : tokens)
-    if (t < 0 || t >= c.n_vocab)
+    if (t < 0 || t >= cfg_.n_vocab)
       throw std::out_of_range(
-          fmt::format("token id {} outside the vocabulary [0, {})", t, c.n_vocab));
-  Impl& s = *impl_;
-  auto& w = s.w;
-  s.reserve(B, c);
-  const int dim = c.dim, kvd = c.kv_dim(), hd = c.head_dim, ffn = c.ffn_dim;
-  const int group = c.n_heads / c.n_kv_heads;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-
-  for (int t = 0; t < B; ++t) {
-    if (w.tok_embd.layout == kernels::WeightLayout::packed16)
-      kernels::dequantize_packed_row(w.tok_embd.type, w.tok_embd.data, w.tok_embd.row_bytes,
-                                     w.tok_embd.rows, dim, tokens[t], &s.x[size_t(t) * dim]);
-    else
-      kernels::dequantize_row(w.tok_embd.type, w.tok_embd.data + tokens[t] * w.tok_embd.row_bytes,
-                              &s.x[size_t(t) * dim], dim);
-  }
-
-  for (int il = 0; il < c.n_layers; ++il) {
-    const auto& L = w.layers[il];
-    // Attention block.
-    for (int t = 0; t < B; ++t)
-      kernels::rmsnorm(&s.xn[size_t(t) * dim], &s.x[size_t(t) * dim], L.attn_norm.data(), dim,
-                       c.norm_eps);
-    prepare_acts(pool_, L.wq.type, s.xn.data(), B, dim, s.acts_a);
-    const kernels::Acts* ak = &s.acts_a;
-    const kernels::Acts* av = &s.acts_a;
-    if (L.wk.type != L.wq.type) {
-      prepare_acts(pool_, L.wk.type, s.xn.data(), B, dim, s.acts_b);
-      ak = &s.acts_b;
-    }
-    if (L.wv.type != L.wq.type) {
-      if (L.wv.type == L.wk.type) {
-        av = ak;
-      } else {
-        prepare_acts(pool_, L.wv.type, s.xn.data(), B, dim, s.acts_c);
-        av = &s.acts_c;
-      }
-    }
-    run_matmuls(pool_, {{&L.wq, &s.acts_a, s.q.data(), dim},
-                        {&L.wk, ak, s.k.data(), kvd},
-                        {&L.wv, av, s.v.data(), kvd}});
-    for (int t = 0; t < B; ++t) {
-      const int p = pos_ + t;
-      for (int h = 0; h < c.n_heads; ++h)
-        kernels::rope(&s.q[size_t(t) * dim + size_t(h) * hd], hd, c.n_rot, p, c.rope_freq_base,
-                      c.rope_freq_scale, false);
-      for (int h = 0; h < c.n_kv_heads; ++h)
-        kernels::rope(&s.k[size_t(t) * kvd + size_t(h) * hd], hd, c.n_rot, p, c.rope_freq_base,
-                      c.rope_freq_scale, false);
-      s.kv->store(il, p, &s.k[size_t(t) * kvd], &s.v[size_t(t) * kvd]);
-    }
-    // One work item per (kv head, run of tokens): the head's keys and values
-    // are converted once for the run's last token and serve every token of
-    // the run and the `group` query heads that share them (per token, an
-    // 8-token verify converted them 8 times: 13% of its pass). Runs are the
-    // whole batch unless that leaves fewer than ~4 items per thread.
-    const int run = std::clamp(B * c.n_kv_heads / (4 * pool_.size()), 1, B);
-    const int runs = (B + run - 1) / run;
-    pool_.parallel_for(int64_t(runs) * c.n_kv_heads, 1, [&](int64_t b, int64_t e, int tid) {
-      auto& ts = s.scratch[tid];
-      for (int64_t item = b; item < e; ++item) {
-        const int g = static_cast<int>(item % c.n_kv_heads);
-        const int t0 = static_cast<int>(item / c.n_kv_heads) * run;
-        const int t1 = std::min(B, t0 + run);
-        const int n_max = pos_ + t1;  // the run's last token sees positions 0 .. pos_ + t1 - 1
-        if (ts.scores.size() < size_t(n_max)) {
-          // Grow geometrically up to n_ctx: long contexts pay for what they use.
-          size_t cap = std::min<size_t>(n_ctx_, std::max<size_t>(n_max, ts.scores.size() * 2));
-          ts.keys.resize(cap * hd);
-          ts.vals.resize(cap * hd);
-          ts.scores.resize(cap);
-        }
-        s.kv->load_k(il, g, 0, n_max, ts.keys.data());
-        s.kv->load_v(il, g, 0, n_max, ts.vals.data());
-        for (int t = t0; t < t1; ++t) {
-          const int n = pos_ + t + 1;  // causal: positions 0 .. pos_ + t
-          for (int h = g * group; h < (g + 1) * group; ++h)
-            kernels::attend(&s.q[size_t(t) * dim + size_t(h) * hd], ts.keys.data(), ts.vals.data(),
-                            n, hd, scale, ts.scores.data(),
-                            &s.att[size_t(t) * dim + size_t(h) * hd]);
-        }
-      }
-    });
-    prepare_acts(pool_, L.wo.type, s.att.data(), B, dim, s.acts_a);
-    run_matmuls(pool_, {{&L.wo, &s.acts_a, s.ffn_out.data(), dim}});
-    // Element-wise ops run per token row so each row takes the same code path
-    // (vector body vs tail) whatever the batch size.
-    for (int t = 0; t < B; ++t)
-      kernels::add(&s.x[size_t(t) * dim], &s.ffn_out[size_t(t) * dim], dim);
-
-    // Feed-forward block (SwiGLU).
-    for (int t = 0; t < B; ++t)
-      kernels::rmsnorm(&s.xn[size_t(t) * dim], &s.x[size_t(t) * dim], L.ffn_norm.data(), dim,
-                       c.norm_eps);
-    prepare_acts(pool_, L.w_gate.type, s.xn.data(), B, dim, s.acts_a);
-    const kernels::Acts* au = &s.acts_a;
-    if (L.w_up.type != L.w_gate.type) {
-      prepare_acts(pool_, L.w_up.type, s.xn.data(), B, dim, s.acts_b);
-      au = &s.acts_b;
-    }
-    run_matmuls(pool_,
-                {{&L.w_gate, &s.acts_a, s.gate.data(), ffn}, {&L.w_up, au, s.up.data(), ffn}});
-    {
-      // An exp per element: 2% of an 8-token pass on one thread while the
-      // others waited. Pieces of a token row start at multiples of 64, and
-      // the op is elementwise, so the split changes no result.
-      const int64_t piece = std::max<int64_t>(64, (ffn / (2 * pool_.size()) + 63) / 64 * 64);
-      const int64_t per_row = (ffn + piece - 1) / piece;
-      pool_.parallel_for(B * per_row, 1, [&](int64_t b, int64_t e, int) {
-        for (int64_t item = b; item < e; ++item) {
-          const int64_t from = item % per_row * piece;  // within the token's row
-          const size_t at = size_t(item / per_row) * ffn + size_t(from);
-          kernels::silu_mul(&s.gate[at], &s.up[at], std::min<int64_t>(piece, ffn - from));
-        }
-      });
-    }
-    prepare_acts(pool_, L.w_down.type, s.gate.data(), B, ffn, s.acts_a);
-    run_matmuls(pool_, {{&L.w_down, &s.acts_a, s.ffn_out.data(), dim}});
-    for (int t = 0; t < B; ++t)
-      kernels::add(&s.x[size_t(t) * dim], &s.ffn_out[size_t(t) * dim], dim);
+          fmt::format("token id {} outside the vocabulary [0, {})", t, cfg_.n_vocab));
+  impl_->reserve(B, cfg_);
+  embed(tokens);
+  for (int il = 0; il < cfg_.n_layers; ++il) {
+    attention_block(il, B);
+    ffn_block(il, B);
   }
   pos_ += B;
-  if (!logits) return;
+  if (logits) output_head(B, logits, last_only);
+}
 
-  // Output head: every token, or only the last (prefill).
+// x = the tokens' embedding rows.
+void LlamaModel::embed(std::span<const int32_t> tokens) {
+  Impl& s = *impl_;
+  const Mat& e = s.w.tok_embd;
+  const int dim = cfg_.dim;
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    if (e.layout == kernels::WeightLayout::packed16)
+      kernels::dequantize_packed_row(e.type, e.data, e.row_bytes, e.rows, dim, tokens[t],
+                                     &s.x[t * dim]);
+    else
+      kernels::dequantize_row(e.type, e.data + tokens[t] * e.row_bytes, &s.x[t * dim], dim);
+  }
+}
+
+// x += wo * attention(rope(wq xn), rope(wk xn), wv xn), xn = rmsnorm(x); the
+// new keys and values go into the cache at positions pos_ .. pos_ + B - 1.
+void LlamaModel::attention_block(int il, int B) {
+  Impl& s = *impl_;
+  const auto& c = cfg_;
+  const auto& L = s.w.layers[il];
+  const int dim = c.dim, kvd = c.kv_dim(), hd = c.head_dim;
+  for (int t = 0; t < B; ++t)
+    kernels::rmsnorm(&s.xn[size_t(t) * dim], &s.x[size_t(t) * dim], L.attn_norm.data(), dim,
+                     c.norm_eps);
+  prepare_acts(pool_, L.wq.type, s.xn.data(), B, dim, s.acts_a);
+  const kernels::Acts* ak = &s.acts_a;
+  const kernels::Acts* av = &s.acts_a;
+  if (L.wk.type != L.wq.type) {
+    prepare_acts(pool_, L.wk.type, s.xn.data(), B, dim, s.acts_b);
+    ak = &s.acts_b;
+  }
+  if (L.wv.type != L.wq.type) {
+    if (L.wv.type == L.wk.type) {
+      av = ak;
+    } else {
+      prepare_acts(pool_, L.wv.type, s.xn.data(), B, dim, s.acts_c);
+      av = &s.acts_c;
+    }
+  }
+  run_matmuls(pool_, {{&L.wq, &s.acts_a, s.q.data(), dim},
+                      {&L.wk, ak, s.k.data(), kvd},
+                      {&L.wv, av, s.v.data(), kvd}});
+  for (int t = 0; t < B; ++t) {
+    const int p = pos_ + t;
+    for (int h = 0; h < c.n_heads; ++h)
+      kernels::rope(&s.q[size_t(t) * dim + size_t(h) * hd], hd, c.n_rot, p, c.rope_freq_base,
+                    c.rope_freq_scale, false);
+    for (int h = 0; h < c.n_kv_heads; ++h)
+      kernels::rope(&s.k[size_t(t) * kvd + size_t(h) * hd], hd, c.n_rot, p, c.rope_freq_base,
+                    c.rope_freq_scale, false);
+    s.kv->store(il, p, &s.k[size_t(t) * kvd], &s.v[size_t(t) * kvd]);
+  }
+  attend_cached(il, B);
+  prepare_acts(pool_, L.wo.type, s.att.data(), B, dim, s.acts_a);
+  run_matmuls(pool_, {{&L.wo, &s.acts_a, s.ffn_out.data(), dim}});
+  // Element-wise ops run per token row so each row takes the same code path
+  // (vector body vs tail) whatever the batch size.
+  for (int t = 0; t < B; ++t) kernels::add(&s.x[size_t(t) * dim], &s.ffn_out[size_t(t) * dim], dim);
+}
+
+// att = softmax(q k^T * scale) v per query head, causal, over layer il's cache.
+void LlamaModel::attend_cached(int il, int B) {
+  Impl& s = *impl_;
+  const auto& c = cfg_;
+  const int dim = c.dim, hd = c.head_dim;
+  const int group = c.n_heads / c.n_kv_heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  // One work item per (kv head, run of tokens): the head's keys and values
+  // are converted once for the run's last token and serve every token of
+  // the run and the `group` query heads that share them (per token, an
+  // 8-token verify would convert them 8 times). Runs are the whole batch
+  // unless that leaves fewer than ~4 items per thread.
+  const int run = std::clamp(B * c.n_kv_heads / (4 * pool_.size()), 1, B);
+  const int runs = (B + run - 1) / run;
+  pool_.parallel_for(int64_t(runs) * c.n_kv_heads, 1, [&](int64_t b, int64_t e, int tid) {
+    auto& ts = s.scratch[tid];
+    for (int64_t item = b; item < e; ++item) {
+      const int g = static_cast<int>(item % c.n_kv_heads);
+      const int t0 = static_cast<int>(item / c.n_kv_heads) * run;
+      const int t1 = std::min(B, t0 + run);
+      const int n_max = pos_ + t1;  // the run's last token sees positions 0 .. pos_ + t1 - 1
+      if (ts.scores.size() < size_t(n_max)) {
+        // Grow geometrically up to n_ctx: long contexts pay for what they use.
+        size_t cap = std::min<size_t>(n_ctx_, std::max<size_t>(n_max, ts.scores.size() * 2));
+        ts.keys.resize(cap * hd);
+        ts.vals.resize(cap * hd);
+        ts.scores.resize(cap);
+      }
+      s.kv->load_k(il, g, 0, n_max, ts.keys.data());
+      s.kv->load_v(il, g, 0, n_max, ts.vals.data());
+      for (int t = t0; t < t1; ++t) {
+        const int n = pos_ + t + 1;  // causal: positions 0 .. pos_ + t
+        for (int h = g * group; h < (g + 1) * group; ++h)
+          kernels::attend(&s.q[size_t(t) * dim + size_t(h) * hd], ts.keys.data(), ts.vals.data(), n,
+                          hd, scale, ts.scores.data(), &s.att[size_t(t) * dim + size_t(h) * hd]);
+      }
+    }
+  });
+}
+
+// x += w_down (silu(w_gate xn) * (w_up xn)), xn = rmsnorm(x): SwiGLU.
+void LlamaModel::ffn_block(int il, int B) {
+  Impl& s = *impl_;
+  const auto& c = cfg_;
+  const auto& L = s.w.layers[il];
+  const int dim = c.dim, ffn = c.ffn_dim;
+  for (int t = 0; t < B; ++t)
+    kernels::rmsnorm(&s.xn[size_t(t) * dim], &s.x[size_t(t) * dim], L.ffn_norm.data(), dim,
+                     c.norm_eps);
+  prepare_acts(pool_, L.w_gate.type, s.xn.data(), B, dim, s.acts_a);
+  const kernels::Acts* au = &s.acts_a;
+  if (L.w_up.type != L.w_gate.type) {
+    prepare_acts(pool_, L.w_up.type, s.xn.data(), B, dim, s.acts_b);
+    au = &s.acts_b;
+  }
+  run_matmuls(pool_, {{&L.w_gate, &s.acts_a, s.gate.data(), ffn}, {&L.w_up, au, s.up.data(), ffn}});
+  {
+    // An exp per element: worth spreading over the pool. Pieces of a token
+    // row start at multiples of 64, and the op is elementwise, so the split
+    // changes no result.
+    const int64_t piece = std::max<int64_t>(64, (ffn / (2 * pool_.size()) + 63) / 64 * 64);
+    const int64_t per_row = (ffn + piece - 1) / piece;
+    pool_.parallel_for(B * per_row, 1, [&](int64_t b, int64_t e, int) {
+      for (int64_t item = b; item < e; ++item) {
+        const int64_t from = item % per_row * piece;  // within the token's row
+        const size_t at = size_t(item / per_row) * ffn + size_t(from);
+        kernels::silu_mul(&s.gate[at], &s.up[at], std::min<int64_t>(piece, ffn - from));
+      }
+    });
+  }
+  prepare_acts(pool_, L.w_down.type, s.gate.data(), B, ffn, s.acts_a);
+  run_matmuls(pool_, {{&L.w_down, &s.acts_a, s.ffn_out.data(), dim}});
+  for (int t = 0; t < B; ++t) kernels::add(&s.x[size_t(t) * dim], &s.ffn_out[size_t(t) * dim], dim);
+}
+
+// logits = output * rmsnorm(x) for every token, or only the last (prefill).
+void LlamaModel::output_head(int B, float* logits, bool last_only) {
+  Impl& s = *impl_;
+  const auto& c = cfg_;
+  const int dim = c.dim;
   const int first = last_only ? B - 1 : 0;
   const int nout = B - first;
   for (int t = first; t < B; ++t)
-    kernels::rmsnorm(&s.xn[size_t(t - first) * dim], &s.x[size_t(t) * dim], w.output_norm.data(),
+    kernels::rmsnorm(&s.xn[size_t(t - first) * dim], &s.x[size_t(t) * dim], s.w.output_norm.data(),
                      dim, c.norm_eps);
-  prepare_acts(pool_, w.output.type, s.xn.data(), nout, dim, s.acts_a);
-  run_matmuls(pool_, {{&w.output, &s.acts_a, logits, c.n_vocab}});
+  prepare_acts(pool_, s.w.output.type, s.xn.data(), nout, dim, s.acts_a);
+  run_matmuls(pool_, {{&s.w.output, &s.acts_a, logits, c.n_vocab}});
 }
 
 }  // namespace epyctune::engine

@@ -18,6 +18,7 @@
 #include "engine/model/causal_lm.hpp"
 #include "engine/model/llama_config.hpp"
 #include "engine/runtime/numa_maps.hpp"
+#include "engine/runtime/progress.hpp"
 #include "engine/runtime/weight_memory.hpp"
 
 namespace epyctune::engine {
@@ -45,6 +46,9 @@ struct ModelOptions {
   // Read every weight page at load (in parallel on the pool), so the first
   // forward() does not pay the page faults / disk reads.
   bool prefault = false;
+  // Reports the weight copy ("copy") and page-in ("page-in") in bytes, on the
+  // loading thread; null: silent.
+  runtime::ProgressFn progress;
 };
 
 struct LoadReport {
@@ -98,6 +102,12 @@ class LlamaModel : public CausalLM {
   struct Impl;
   LlamaModel(runtime::ThreadPool& pool);
   void forward_chunk(std::span<const int32_t> tokens, float* logits, bool last_only);
+  // forward_chunk's steps, on the B tokens' activation rows in impl_.
+  void embed(std::span<const int32_t> tokens);
+  void attention_block(int il, int B);
+  void attend_cached(int il, int B);
+  void ffn_block(int il, int B);
+  void output_head(int B, float* logits, bool last_only);
 
   runtime::ThreadPool& pool_;
   std::unique_ptr<gguf::File> file_;

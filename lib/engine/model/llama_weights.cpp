@@ -10,6 +10,7 @@
 
 #include "engine/gguf/gguf.hpp"
 #include "engine/kernels/kernels.hpp"
+#include "engine/runtime/progress.hpp"
 #include "engine/runtime/thread_pool.hpp"
 
 namespace epyctune::engine {
@@ -129,77 +130,100 @@ LlamaWeights bind_weights(const gguf::File& f, const LlamaConfig& c) {
   return w;
 }
 
-CopyResult copy_weights(const gguf::File& f, LlamaWeights& w, const CopyOptions& opts,
-                        runtime::ThreadPool& pool) {
-  const runtime::NumaPolicy policy = opts.policy;
-  const std::vector<int>& nodes_in = opts.nodes;
-  constexpr size_t kExtent = size_t{2} << 20, kAlign = 64;
-  auto up = [](size_t v, size_t a) { return (v + a - 1) / a * a; };
-  const int n_layers = static_cast<int>(w.layers.size());
-  // Groups: 0 = token_embd (+ output), 1..n_layers = layer i-1.
+namespace {
+
+constexpr size_t kExtent = size_t{2} << 20;
+
+size_t round_up(size_t v, size_t a) {
+  return (v + a - 1) / a * a;
+}
+
+// Where each matrix goes in the copy. Groups: 0 = token_embd (+ output),
+// 1..n_layers = layer i-1; each group starts its own 2 MiB extent, so a NUMA
+// policy can place it on its own.
+struct CopyLayout {
   struct Item {
     Mat* m;
     int group;
     size_t offset;
   };
   std::vector<Item> items;
-  items.push_back({&w.tok_embd, 0, 0});
-  if (!w.tied_output) items.push_back({&w.output, 0, 0});
+  std::vector<std::pair<size_t, size_t>> extent;  // [begin, end) per group
+  size_t bytes = 0;
+};
+
+CopyLayout layout_copy(LlamaWeights& w) {
+  constexpr size_t kAlign = 64;
+  const int n_layers = static_cast<int>(w.layers.size());
+  CopyLayout L;
+  L.items.push_back({&w.tok_embd, 0, 0});
+  if (!w.tied_output) L.items.push_back({&w.output, 0, 0});
   for (int i = 0; i < n_layers; ++i) {
     auto& l = w.layers[i];
     for (Mat* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
-      items.push_back({m, i + 1, 0});
+      L.items.push_back({m, i + 1, 0});
   }
-  std::vector<std::pair<size_t, size_t>> extent(n_layers + 1);  // [begin, end) per group
+  L.extent.resize(n_layers + 1);
   size_t off = 0;
   int cur = -1;
-  for (auto& it : items) {
+  for (auto& it : L.items) {
     if (it.group != cur) {
-      if (cur >= 0) extent[cur].second = off;
-      off = up(off, kExtent);
-      extent[it.group].first = off;
+      if (cur >= 0) L.extent[cur].second = off;
+      off = round_up(off, kExtent);
+      L.extent[it.group].first = off;
       cur = it.group;
     }
-    off = up(off, kAlign);
+    off = round_up(off, kAlign);
     it.offset = off;
     off += it.m->bytes();
   }
-  extent[cur].second = off;
+  L.extent[cur].second = off;
+  L.bytes = off;
+  return L;
+}
 
-  CopyResult r;
-  r.memory = runtime::WeightMemory::allocate(off, opts.hugepages);
-  r.note = r.memory.fallback_reason();
-  if (policy != runtime::NumaPolicy::none) {
-    std::vector<int> nodes = nodes_in;
-    if (nodes.empty())
-      nodes = policy == runtime::NumaPolicy::local ? runtime::nodes_of_cpus(pool.cpus())
-                                                   : runtime::memory_nodes();
-    for (int g = 0; g <= n_layers; ++g) {
-      std::vector<int> gn = nodes;
-      if (policy == runtime::NumaPolicy::split && g > 0)
-        gn = {nodes[static_cast<size_t>(g - 1) * nodes.size() / n_layers]};
-      std::string err;
-      if (!r.memory.bind(extent[g].first, extent[g].second - extent[g].first, policy, gn, err)) {
-        r.note += (r.note.empty() ? "" : "; ") + err + " (placement left to the kernel)";
-        break;
-      }
+// mbinds each group's extent per the policy before anything touches it; a
+// failure is noted and leaves placement to the kernel.
+void bind_extents(CopyResult& r, const CopyLayout& L, const CopyOptions& opts,
+                  const runtime::ThreadPool& pool) {
+  if (opts.policy == runtime::NumaPolicy::none) return;
+  const int n_layers = static_cast<int>(L.extent.size()) - 1;
+  std::vector<int> nodes = opts.nodes;
+  if (nodes.empty())
+    nodes = opts.policy == runtime::NumaPolicy::local ? runtime::nodes_of_cpus(pool.cpus())
+                                                      : runtime::memory_nodes();
+  for (int g = 0; g <= n_layers; ++g) {
+    std::vector<int> gn = nodes;
+    if (opts.policy == runtime::NumaPolicy::split && g > 0)
+      gn = {nodes[static_cast<size_t>(g - 1) * nodes.size() / n_layers]};
+    std::string err;
+    if (!r.memory.bind(L.extent[g].first, L.extent[g].second - L.extent[g].first, opts.policy, gn,
+                       err)) {
+      r.note += (r.note.empty() ? "" : "; ") + err + " (placement left to the kernel)";
+      break;
     }
   }
-  // Copy in pieces of whole rows (about 2 MiB) spread over the pool: parallel
-  // page faults and reads, and each piece is repacked while it is in cache.
-  struct Piece {
-    const uint8_t* src;
-    uint8_t* dst;
-    size_t n;
-    const Mat* pack;  // repack these rows after the copy (null: keep ggml's layout)
-  };
-  std::vector<Piece> pieces;
-  for (auto& it : items) {
+}
+
+struct CopyPiece {
+  const uint8_t* src;
+  uint8_t* dst;
+  size_t n;
+  const Mat* pack;  // repack these rows after the copy (null: keep ggml's layout)
+};
+
+// Pieces of whole rows (about 2 MiB) spread over the pool: parallel page
+// faults and reads, and each piece is repacked while it is in cache. Marks the
+// matrices that will be packed.
+std::vector<CopyPiece> plan_pieces(LlamaWeights& w, const CopyLayout& L, const CopyOptions& opts,
+                                   CopyResult& r) {
+  std::vector<CopyPiece> pieces;
+  for (const auto& it : L.items) {
     Mat& m = *it.m;
     // An untied embedding table is only looked up by row: ggml's layout. A
-    // tied one is also the output head, the largest matmul of a small model
-    // (a 1B Llama's 32000-row head read 3x slower as ggml rows at one token,
-    // L2-resident); it is packed, and lookups unpack the row's panel.
+    // tied one is also the output head, the largest matmul of a small model,
+    // and reads several times slower at one token as ggml rows; it is packed,
+    // and lookups unpack the row's panel.
     const bool matmul = &m != &w.tok_embd || w.tied_output;
     const bool pack = opts.pack && matmul && kernels::packed_layout_pays(m.type);
     const uint8_t* src = m.data;
@@ -213,28 +237,47 @@ CopyResult copy_weights(const gguf::File& f, LlamaWeights& w, const CopyOptions&
       r.packed_bytes += m.bytes();
     }
   }
+  return pieces;
+}
+
+// Data is pread() from the file (no page faults on its mapping), or copied
+// from the mapping when that fails.
+void copy_piece(const CopyPiece& p, int fd, const uint8_t* file_base) {
+  size_t done = 0;
+  if (fd >= 0) {
+    auto off = static_cast<off_t>(p.src - file_base);
+    while (done < p.n) {
+      ssize_t n = ::pread(fd, p.dst + done, p.n - done, off + static_cast<off_t>(done));
+      if (n <= 0) break;
+      done += static_cast<size_t>(n);
+    }
+  }
+  if (done < p.n) std::memcpy(p.dst + done, p.src + done, p.n - done);
+  if (p.pack)
+    kernels::pack_rows(p.pack->type, p.dst, p.pack->row_bytes,
+                       static_cast<int64_t>(p.n / p.pack->row_bytes), p.pack->cols);
+}
+
+}  // namespace
+
+CopyResult copy_weights(const gguf::File& f, LlamaWeights& w, const CopyOptions& opts,
+                        runtime::ThreadPool& pool) {
+  const CopyLayout L = layout_copy(w);
+  CopyResult r;
+  r.memory = runtime::WeightMemory::allocate(L.bytes, opts.hugepages);
+  r.note = r.memory.fallback_reason();
+  bind_extents(r, L, opts, pool);
+  const std::vector<CopyPiece> pieces = plan_pieces(w, L, opts, r);
   const uint8_t* file_base = f.bytes().data();
   int fd = ::open(f.path().c_str(), O_RDONLY | O_CLOEXEC);
-  pool.parallel_for(static_cast<int64_t>(pieces.size()), 1, [&](int64_t b, int64_t e, int) {
-    for (int64_t i = b; i < e; ++i) {
-      const Piece& p = pieces[i];
-      size_t done = 0;
-      if (fd >= 0) {
-        auto off = static_cast<off_t>(p.src - file_base);
-        while (done < p.n) {
-          ssize_t r = ::pread(fd, p.dst + done, p.n - done, off + static_cast<off_t>(done));
-          if (r <= 0) break;
-          done += static_cast<size_t>(r);
-        }
-      }
-      if (done < p.n) std::memcpy(p.dst + done, p.src + done, p.n - done);
-      if (p.pack)
-        kernels::pack_rows(p.pack->type, p.dst, p.pack->row_bytes,
-                           static_cast<int64_t>(p.n / p.pack->row_bytes), p.pack->cols);
-    }
-  });
+  runtime::parallel_for_progress(
+      pool, static_cast<int64_t>(pieces.size()), [&](int64_t i) { return pieces[i].n; }, "copy",
+      opts.progress,
+      [&](int64_t b, int64_t e, int) {
+        for (int64_t i = b; i < e; ++i) copy_piece(pieces[i], fd, file_base);
+      });
   if (fd >= 0) ::close(fd);
-  for (auto& it : items) it.m->data = r.memory.data() + it.offset;
+  for (const auto& it : L.items) it.m->data = r.memory.data() + it.offset;
   if (w.tied_output) {
     w.output.data = w.tok_embd.data;
     w.output.layout = w.tok_embd.layout;

@@ -9,6 +9,7 @@
 #include "engine/gguf/ggml_types.hpp"
 #include "engine/kernels/kernels.hpp"
 #include "engine/model/llama_config.hpp"
+#include "engine/runtime/progress.hpp"
 #include "engine/runtime/weight_memory.hpp"
 
 namespace epyctune::engine {
@@ -63,6 +64,7 @@ struct CopyOptions {
   bool pack = false;
   runtime::NumaPolicy policy = runtime::NumaPolicy::none;
   std::vector<int> nodes;
+  runtime::ProgressFn progress;  // stage "copy", in bytes
 };
 // Copies every matrix into one WeightMemory (each layer's tensors in their own
 // 2 MiB-aligned extent, mbind-placed per policy before the copy touches it) and

@@ -70,8 +70,8 @@ class ThreadPool {
   // done takes chunks from the back of the fullest other range. Each thread
   // so streams one ascending run of memory (the prefetchers stay ahead, as
   // in one big call), while the threads still finish within about a chunk of
-  // each other: with halves fixed up front, the slower core of a 2-vCPU VM
-  // left the other idle for 10-28% of a 7B matmul. fn(begin, end, tid); as
+  // each other: with halves fixed up front, the faster of two unevenly
+  // loaded cores (a VM's steal) would sit idle at the end. fn(begin, end, tid); as
   // with parallel_for, which thread computes a chunk must never change a result.
   template <class F>
   void parallel_stream(int64_t n, int64_t grain, F&& fn) {

@@ -96,8 +96,8 @@ CpuPlan plan_cpus(const CpuPlanInput& in) {
                           " L3 domains, the draft gets its own (CPUs " +
                           common::format_cpulist(draft) + ")"
                     : "auto: one L3 domain; the draft gets CPU " + common::format_cpulist(draft) +
-                          " (partitioned measured faster than time-sharing on the 2-CPU dev "
-                          "box, bench/spec.md)";
+                          " (two or more CPUs are partitioned: the draft runs ahead while "
+                          "the target verifies)";
   return plan;
 }
 

@@ -1,10 +1,11 @@
 // Which CPUs the draft and the target run on, and whether they alternate on
 // the same CPUs (shared) or each own a partition and run concurrently
-// (partitioned). DESIGN.md: on few cores time-sharing may win, on many cores
-// dedicated CCDs — measure, then pick. Measured on the 2-CPU dev box
-// (bench/spec.md), partitioned beat time-shared at every agreement and K, so
-// `auto` partitions whenever there are two CPUs or more: the draft gets the
-// last L3 domain (CCX/CCD) when there are several, else the last CPU.
+// (partitioned). Partitioned runs the draft ahead while the target verifies,
+// so neither waits for the other's pass, and keeps each model's working set
+// in its own caches; time-sharing only wins when there is nothing to split.
+// So `auto` partitions whenever there are two CPUs or more: the draft gets
+// the last L3 domain (CCX/CCD) when there are several, else the last CPU.
+// (bench/spec.md has the comparison.)
 #pragma once
 
 #include <filesystem>

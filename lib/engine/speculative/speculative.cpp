@@ -16,6 +16,56 @@ using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
+
+// One verify pass's verdict: the target keeps the first m proposals, then
+// its own token next.
+struct Decision {
+  size_t m = 0;
+  int32_t next = -1;
+};
+
+// logits holds props.size() + 1 rows; row i is the target's distribution at
+// history position pos0 + i. Greedy: the longest argmax-matching prefix.
+// Sampling: rejection sampling, each draw seeded by its position.
+Decision decide(const std::vector<float>& logits, int nv, const std::vector<Proposal>& props,
+                const sampling::SamplerParams& sp, size_t pos0, std::vector<float>& p,
+                std::vector<float>& scratch) {
+  auto row = [&](size_t i) {
+    return std::span<const float>(logits.data() + i * static_cast<size_t>(nv),
+                                  static_cast<size_t>(nv));
+  };
+  Decision d;
+  if (sp.greedy()) {
+    while (d.m < props.size() && sampling::argmax(row(d.m)) == props[d.m].token) ++d.m;
+    d.next = sampling::argmax(row(d.m));
+    return d;
+  }
+  for (; d.m < props.size(); ++d.m) {
+    const auto pos = static_cast<int64_t>(pos0 + d.m);
+    sampling::probabilities(row(d.m), sp, p);
+    const Verdict v =
+        rejection_step(p, props[d.m].q, props[d.m].token,
+                       sampling::uniform_at(sp.seed, pos, sampling::Stream::accept),
+                       sampling::uniform_at(sp.seed, pos, sampling::Stream::resample), scratch);
+    if (!v.accepted) {
+      d.next = v.token;
+      return d;
+    }
+  }
+  sampling::probabilities(row(d.m), sp, p);
+  d.next = sampling::sample_from(p, sampling::uniform_at(sp.seed, static_cast<int64_t>(pos0 + d.m),
+                                                         sampling::Stream::target_sample));
+  return d;
+}
+
+void count_proposals(SpecStats& st, const std::vector<Proposal>& props, size_t m) {
+  st.drafted += static_cast<int64_t>(props.size());
+  st.accepted += static_cast<int64_t>(m);
+  for (size_t i = 0; i < props.size(); ++i) {
+    ++(props[i].from_model ? st.model_drafted : st.lookup_drafted);
+    if (i < m) ++(props[i].from_model ? st.model_accepted : st.lookup_accepted);
+  }
+}
 }  // namespace
 
 const char* spec_mode_name(SpecMode m) {
@@ -26,11 +76,29 @@ Generator::Generator(CausalLM& target, CausalLM* draft, sampling::SamplerParams 
                      SpecOptions opt)
     : target_(target), draft_(draft), sp_(sampler), opt_(std::move(opt)) {
   sp_.validate();
-  if (opt_.draft_len < 0) throw std::invalid_argument("--draft-len must be >= 0");
+  if (opt_.draft_len < 0) throw std::invalid_argument("--draft-max must be >= 0");
+  if (opt_.draft_min < 0 || opt_.draft_min > opt_.draft_len)
+    throw std::invalid_argument("--draft-min must be between 0 and --draft-max");
   if (draft_ && draft_->n_vocab() != target_.n_vocab())
     throw std::invalid_argument("draft model vocabulary (" + std::to_string(draft_->n_vocab()) +
                                 ") differs from the target's (" +
                                 std::to_string(target_.n_vocab()) + ")");
+}
+
+// Every prompt token but the last into the target's cache, in batches of
+// max_batch; the last is fed with the first round's proposals.
+void Generator::prefill(std::span<const int32_t> hist) {
+  const auto t0 = Clock::now();
+  target_.truncate(0);
+  std::vector<float> logits;
+  const size_t nv = static_cast<size_t>(target_.n_vocab());
+  const size_t mb = static_cast<size_t>(std::max(1, opt_.max_batch));
+  for (size_t off = 0; off + 1 < hist.size(); off += mb) {
+    const size_t n = std::min(hist.size() - 1 - off, mb);
+    if (!opt_.null_logits_ok) logits.resize(n * nv);
+    target_.forward(hist.subspan(off, n), opt_.null_logits_ok ? nullptr : logits.data());
+  }
+  stats_.prompt_s = since(t0);
 }
 
 std::vector<int32_t> Generator::generate(std::span<const int32_t> prompt, int n_predict,
@@ -64,16 +132,7 @@ std::vector<int32_t> Generator::generate(std::span<const int32_t> prompt, int n_
   // Prompt: the draft side starts first so a pipelined drafter processes it
   // concurrently with the target.
   feed->start(hist);
-  auto t0 = Clock::now();
-  target_.truncate(0);
-  const size_t mb = static_cast<size_t>(std::max(1, opt_.max_batch));
-  for (size_t off = 0; off + 1 < hist.size(); off += mb) {
-    const size_t n = std::min(hist.size() - 1 - off, mb);
-    if (!opt_.null_logits_ok) logits.resize(n * static_cast<size_t>(nv));
-    target_.forward(std::span<const int32_t>(hist).subspan(off, n),
-                    opt_.null_logits_ok ? nullptr : logits.data());
-  }
-  stats_.prompt_s = since(t0);
+  prefill(hist);
 
   const auto tgen = Clock::now();
   std::vector<float> p, scratch;
@@ -83,60 +142,29 @@ std::vector<int32_t> Generator::generate(std::span<const int32_t> prompt, int n_
     const int64_t remaining = n_predict - stats_.generated;
     const int64_t room = static_cast<int64_t>(target_.n_ctx()) - static_cast<int64_t>(hist.size());
     if (room < 0) break;  // the last token no longer fits in the target's cache
-    const int k = static_cast<int>(
+    int k = static_cast<int>(
         std::max<int64_t>(0, std::min<int64_t>({opt_.draft_len, remaining - 1, room})));
+    if (k < opt_.draft_min) k = 0;  // no room for a draft worth verifying
     std::vector<Proposal> props = feed->take(hist, k);
+    if (!props.empty() && static_cast<int>(props.size()) < opt_.draft_min) {
+      stats_.dropped += static_cast<int64_t>(props.size());
+      props.clear();
+    }
 
     const auto tv = Clock::now();
     batch.assign(1, hist.back());
     for (const auto& pr : props) batch.push_back(pr.token);
-    const size_t rows = batch.size();
-    logits.resize(rows * static_cast<size_t>(nv));
+    logits.resize(batch.size() * static_cast<size_t>(nv));
     target_.forward(batch, logits.data());
     ++stats_.target_passes;
-    auto row = [&](size_t i) {
-      return std::span<const float>(logits.data() + i * static_cast<size_t>(nv),
-                                    static_cast<size_t>(nv));
-    };
-    size_t m = 0;
-    int32_t next = -1;
-    if (sp_.greedy()) {
-      while (m < props.size() && sampling::argmax(row(m)) == props[m].token) ++m;
-      next = sampling::argmax(row(m));
-    } else {
-      for (; m < props.size(); ++m) {
-        const int64_t pos = static_cast<int64_t>(hist.size() + m);
-        sampling::probabilities(row(m), sp_, p);
-        const Verdict v = rejection_step(
-            p, props[m].q, props[m].token,
-            sampling::uniform_at(sp_.seed, pos, sampling::Stream::accept),
-            sampling::uniform_at(sp_.seed, pos, sampling::Stream::resample), scratch);
-        if (!v.accepted) {
-          next = v.token;
-          break;
-        }
-      }
-      if (m == props.size()) {
-        sampling::probabilities(row(m), sp_, p);
-        next = sampling::sample_from(
-            p, sampling::uniform_at(sp_.seed, static_cast<int64_t>(hist.size() + m),
-                                    sampling::Stream::target_sample));
-      }
-    }
-    const size_t old_len = hist.size();
-    if (m < props.size()) target_.truncate(static_cast<int>(old_len + m));
+    const Decision dec = decide(logits, nv, props, sp_, hist.size(), p, scratch);
+    const size_t m = dec.m;
+    if (m < props.size()) target_.truncate(static_cast<int>(hist.size() + m));
     stats_.verify_s += since(tv);
-
-    stats_.drafted += static_cast<int64_t>(props.size());
-    stats_.accepted += static_cast<int64_t>(m);
-    for (size_t i = 0; i < props.size(); ++i) {
-      auto& d = props[i].from_model ? stats_.model_drafted : stats_.lookup_drafted;
-      ++d;
-      if (i < m) ++(props[i].from_model ? stats_.model_accepted : stats_.lookup_accepted);
-    }
+    count_proposals(stats_, props, m);
 
     for (size_t i = 0; i <= m && !done; ++i) {
-      const int32_t tok = i < m ? props[i].token : next;
+      const int32_t tok = i < m ? props[i].token : dec.next;
       hist.push_back(tok);
       out.push_back(tok);
       ++stats_.generated;

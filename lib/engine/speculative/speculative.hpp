@@ -28,7 +28,12 @@ enum class SpecMode {
 const char* spec_mode_name(SpecMode m);
 
 struct SpecOptions {
-  int draft_len = 4;     // K: proposals per verify pass (0 = plain decoding)
+  int draft_len = 4;  // K: proposals per verify pass (0 = plain decoding)
+  // Shortest draft worth a verify pass (llama.cpp's --draft-min): a shorter
+  // one is dropped and the target decodes one token alone. Drafts come short
+  // near the end of generation (K shrinks to the tokens left: no drafting
+  // then) and when the draft model's context is full. 0 <= draft_min <= K.
+  int draft_min = 0;
   LookupOptions lookup;  // n-gram lookup (cascade with the draft model when both)
   SpecMode mode = SpecMode::shared;
   // End of generation: stop after emitting a token for which this is true.
@@ -51,6 +56,7 @@ struct SpecStats {
   int64_t model_drafted = 0, model_accepted = 0;
   int64_t draft_passes = 0;  // draft model forward() calls (prompt included)
   int64_t discarded = 0;     // proposals computed ahead and thrown away (partitioned)
+  int64_t dropped = 0;       // proposals in drafts shorter than draft_min, never verified
   double prompt_s = 0.0;     // target prompt processing
   double generate_s = 0.0;   // from the first round to the last token
   double draft_s = 0.0;      // time spent computing proposals
@@ -80,6 +86,8 @@ class Generator {
   const SpecStats& stats() const { return stats_; }
 
  private:
+  void prefill(std::span<const int32_t> hist);
+
   CausalLM& target_;
   CausalLM* draft_;
   sampling::SamplerParams sp_;

@@ -95,7 +95,8 @@ Checklist make_checklist(const std::vector<KnobPlan>& plans, const std::string& 
         l.result = "fail";
         break;
       case PlanStatus::Unsupported:
-        l.result = ignore_missing ? "skip" : "fail";
+        // A read fault is a failure even where missing knobs may be skipped.
+        l.result = ignore_missing && p.read_errno == 0 ? "skip" : "fail";
         l.reason = "unsupported: " + l.reason;
         break;
       case PlanStatus::Pending:

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# End-to-end: epyctune-engine's flags as a llama.cpp user types them, prompts
+# from -p, -f and stdin, and progress drawn only on a terminal.
+set -euo pipefail
+bin=$1
+base=$(mktemp -d "${TMPDIR:-/tmp}/epyctune-engine-cli.XXXXXX")
+trap 'rm -rf "$base"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+json() { python3 -c "import json,sys; j=json.load(sys.stdin); print($1)"; }
+
+# mkmodel: -t threads; stderr is a file here, so no progress line.
+"$bin" mkmodel "$base/t.gguf" --shape tiny --quant q8_0 -t 1 2>"$base/mk.err"
+grep -q $'\r' "$base/mk.err" && fail "mkmodel drew progress into a file"
+grep -q "wrote" "$base/mk.err" || fail "mkmodel summary"
+
+# generate: the same prompt from -p, -p -, -f and piped stdin gives the same tokens.
+gen() { "$bin" generate -m "$base/t.gguf" -n 6 -t 1 --json "$@"; }
+want=$(gen -p "hello world" | json 'j["prompt_tokens"], j["tokens"]')
+printf 'hello world' >"$base/prompt.txt"
+[[ $(gen -f "$base/prompt.txt" | json 'j["prompt_tokens"], j["tokens"]') == "$want" ]] || fail "-f"
+[[ $(gen -p - <"$base/prompt.txt" | json 'j["prompt_tokens"], j["tokens"]') == "$want" ]] || fail "-p -"
+[[ $(gen <"$base/prompt.txt" | json 'j["prompt_tokens"], j["tokens"]') == "$want" ]] || fail "stdin"
+gen -p x -f "$base/prompt.txt" >/dev/null 2>&1 && fail "-p and -f together accepted"
+[[ $(gen -p a | json 'len(j["cpus"]["shared"].split(","))') == 1 ]] || fail "-t 1: one CPU"
+gen -p a --cpus 0 >/dev/null 2>&1 && fail "-t and --cpus together accepted"
+
+# Speculative flags: the draft model is --model-draft, its length --draft-max/--draft-min.
+spec=$(gen -p "hello world" --model-draft "$base/t.gguf" --draft-max 3 --draft-min 2 --spec-mode shared)
+[[ $(json 'j["prompt_tokens"], j["tokens"]' <<<"$spec") == "$want" ]] || fail "speculative tokens differ"
+[[ $(json 'j["spec"]["enabled"], j["spec"]["draft_max"], j["spec"]["draft_min"]' <<<"$spec") == "True 3 2" ]] ||
+  fail "spec json: $(json 'j["spec"]' <<<"$spec")"
+out=$(gen -p a --model-draft "$base/t.gguf" --draft-max 2 --draft-min 3 2>&1) && fail "draft-min > draft-max accepted"
+grep -q -- "--draft-min" <<<"$out" || fail "draft-min message: $out"
+md=$(gen -p "hello world" -md "$base/t.gguf" --draft-max 3 --draft-min 2 --spec-mode shared)
+[[ $md == "$spec" ]] || [[ $(json 'j["tokens"], j["spec"]["enabled"]' <<<"$md") == $(json 'j["tokens"], j["spec"]["enabled"]' <<<"$spec") ]] ||
+  fail "-md is not --model-draft"
+gen -p a --draft "$base/t.gguf" >/dev/null 2>&1 && fail "old --draft accepted"
+gen -p a --draft-len 2 >/dev/null 2>&1 && fail "old --draft-len accepted"
+
+# bench: --passes, -r repetitions, -t threads; -n is not passes.
+b=$("$bin" bench -m "$base/t.gguf" --batch 1 --passes 2 -r 1 -t 1 --ctx 4 --bw-mib 16 --json 2>"$base/b.err")
+[[ $(json 'j["passes_per_repeat"], j["repeats"], j["threads"]' <<<"$b") == "2 1 1" ]] || fail "bench json"
+grep -q $'\r' "$base/b.err" && fail "bench drew progress into a file"
+"$bin" bench -m "$base/t.gguf" --batch 1 -n 2 -r 1 >/dev/null 2>&1 && fail "bench -n accepted"
+
+# tokenize: the text is -p/--prompt (and still --text).
+[[ $("$bin" tokenize -m "$base/t.gguf" -p "hello") == $("$bin" tokenize -m "$base/t.gguf" --text "hello") ]] ||
+  fail "tokenize -p"
+
+# On a terminal: no prompt is an error, and mkmodel draws its progress line.
+if command -v script >/dev/null; then
+  out=$(script -qec "$bin generate -m $base/t.gguf -n 2" /dev/null </dev/null 2>&1 || true)
+  grep -q "no prompt" <<<"$out" || fail "terminal stdin without a prompt: $out"
+  out=$(script -qec "$bin mkmodel $base/p.gguf --shape tiny --quant q8_0 -t 1" /dev/null </dev/null)
+  grep -q $'\r\\[mkmodel\\] ' <<<"$out" || fail "no progress line on a terminal: $out"
+fi
+echo "engine cli ok"
