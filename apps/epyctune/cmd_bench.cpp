@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 
@@ -38,7 +39,10 @@ struct BenchArgs {
   bool json = false, from_stock = false, force = false, bandwidth = false;
 };
 
-constexpr int kExitInterrupted = 130;
+// Interrupted by SIGINT/SIGTERM (after reverting): the shell convention.
+int interrupted_exit() {
+  return 128 + (bench::interrupt_signal() ? bench::interrupt_signal() : SIGINT);
+}
 
 // A private directory for the launch configs handed to the engine.
 struct WorkDir {
@@ -97,8 +101,7 @@ void ensure_stock(const stack::Session& s, bool from_stock) {
         "from stock: pass --from-stock to revert it first, or run `epyctune revert`",
         s.sys.resolve(stack::kJournalPath).string(), j.entries.size()));
   auto r = stack::revert_journal(s.sys);
-  if (r.exit_code != stack::kExitOk)
-    throw std::runtime_error("--from-stock: revert failed: " + r.error);
+  if (r.exit_code != kExitOk) throw std::runtime_error("--from-stock: revert failed: " + r.error);
 }
 
 bench::ReportContext report_context(const stack::Session& s, const BenchArgs& a) {
@@ -134,7 +137,7 @@ int run_bench(const BenchArgs& a, const GlobalOptions& g) {
   if (!a.draft.empty() && a.lookup > 0)
     throw std::invalid_argument("--draft and --lookup: give one drafter");
   bench::install_interrupt_handlers();
-  auto s = stack::open_session({g.sysroot, g.topology_xml, a.profile, "", a.force});
+  auto s = open_session(g, a.profile, "", a.force);
   if (!s.partition_error.empty())
     throw std::invalid_argument("the profile's partition does not fit this host: " +
                                 s.partition_error);
@@ -168,7 +171,7 @@ int run_bench(const BenchArgs& a, const GlobalOptions& g) {
   if (res.interrupted) {
     fmt::print(stderr, "epyctune bench: interrupted by signal {}; the host is back at stock\n",
                bench::interrupt_signal());
-    return kExitInterrupted;
+    return interrupted_exit();
   }
   if (!a.chart.empty()) {
     std::ofstream f(a.chart, std::ios::trunc);
@@ -214,32 +217,33 @@ void add_bench_command(CLI::App& app, GlobalOptions& global) {
   cmd->footer(
       "Exit codes: 0 done; 1 bad input, profile/host mismatch or state already applied "
       "(nothing changed); 2 the engine or a revert failed (the host is reverted; a failed "
-      "revert keeps the journal); 130 interrupted (reverted).");
+      "revert keeps the journal); 128 + signal when interrupted (reverted).\n" +
+      std::string(kExitCodesFooter));
   cmd->callback([a, &global] {
     try {
       global.exit_code = run_bench(*a, global);
     } catch (const bench::Interrupted& e) {
       fmt::print(stderr, "\nepyctune bench: interrupted ({}); the host is back at stock\n",
                  e.what());
-      global.exit_code = kExitInterrupted;
+      global.exit_code = interrupted_exit();
     } catch (const bench::EngineError& e) {
       fmt::print(stderr, "epyctune bench: {}\nthe host is back at stock\n", e.what());
-      global.exit_code = stack::kExitFailed;
+      global.exit_code = kExitFailed;
     } catch (const std::invalid_argument& e) {
       fmt::print(stderr, "epyctune bench: {}\n", e.what());
-      global.exit_code = stack::kExitError;
+      global.exit_code = kExitError;
     } catch (const profile::ProfileError& e) {
       fmt::print(stderr, "epyctune bench: {}\n", e.what());
-      global.exit_code = stack::kExitError;
+      global.exit_code = kExitError;
     } catch (const host::DiscoveryError& e) {
       fmt::print(stderr, "epyctune bench: {}\n", e.what());
-      global.exit_code = stack::kExitError;
+      global.exit_code = kExitError;
     } catch (const stack::JournalError& e) {
       fmt::print(stderr, "epyctune bench: {}\n", e.what());
-      global.exit_code = stack::kExitError;
+      global.exit_code = kExitError;
     } catch (const std::exception& e) {
       fmt::print(stderr, "epyctune bench: {}\n", e.what());
-      global.exit_code = stack::kExitFailed;
+      global.exit_code = kExitFailed;
     }
   });
 }

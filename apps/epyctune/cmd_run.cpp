@@ -58,7 +58,7 @@ int run_run(const RunArgs& a, const GlobalOptions& g) {
     ss << f.rdbuf();
     prompt = ss.str();
   }
-  auto s = stack::open_session({g.sysroot, g.topology_xml, a.profile, "", a.force});
+  auto s = open_session(g, a.profile, "", a.force);
   if (!s.partition_error.empty())
     throw std::invalid_argument("the profile's partition does not fit this host: " +
                                 s.partition_error);
@@ -70,7 +70,7 @@ int run_run(const RunArgs& a, const GlobalOptions& g) {
           "apply --profile {}` first, or pass --apply",
           s.profile.name, missing, a.profile));
     auto r = stack::apply_knobs(s.sys, s.knobs, {false, false, s.profile.name});
-    if (r.exit_code != stack::kExitOk) throw std::runtime_error("--apply failed: " + r.error);
+    if (r.exit_code != kExitOk) throw std::runtime_error("--apply failed: " + r.error);
     fmt::print(stderr, "epyctune run: applied profile {} (steps {})\n", s.profile.name, missing);
   }
   auto text = s.sys.read(s.profile.spec.launch_config);
@@ -108,7 +108,7 @@ int run_run(const RunArgs& a, const GlobalOptions& g) {
   std::error_code ec;
   fs::remove_all(work, ec);
   if (rc != 0) fmt::print(stderr, "epyctune run: the engine exited with {}\n", rc);
-  return rc == 0 ? 0 : stack::kExitFailed;
+  return rc == 0 ? 0 : kExitFailed;
 }
 
 void add_run_command(CLI::App& app, GlobalOptions& global) {
@@ -130,22 +130,23 @@ void add_run_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_flag("--force", a->force, "Run even when the profile does not match this host");
   cmd->footer(
       "Exit codes: 0 done; 1 bad input, profile not applied (without --apply) or mismatch; "
-      "2 the engine or --apply failed.");
+      "2 the engine or --apply failed.\n" +
+      std::string(kExitCodesFooter));
   cmd->callback([a, &global] {
     try {
       global.exit_code = run_run(*a, global);
     } catch (const std::invalid_argument& e) {
       fmt::print(stderr, "epyctune run: {}\n", e.what());
-      global.exit_code = stack::kExitError;
+      global.exit_code = kExitError;
     } catch (const profile::ProfileError& e) {
       fmt::print(stderr, "epyctune run: {}\n", e.what());
-      global.exit_code = stack::kExitError;
+      global.exit_code = kExitError;
     } catch (const host::DiscoveryError& e) {
       fmt::print(stderr, "epyctune run: {}\n", e.what());
-      global.exit_code = stack::kExitError;
+      global.exit_code = kExitError;
     } catch (const std::exception& e) {
       fmt::print(stderr, "epyctune run: {}\n", e.what());
-      global.exit_code = stack::kExitFailed;
+      global.exit_code = kExitFailed;
     }
   });
 }

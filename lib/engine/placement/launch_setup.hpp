@@ -47,6 +47,8 @@ class LaunchSetup {
   // Binds the model's KV cache to the side's nodes before it is touched.
   void bind_kv(const LlamaModel& m, bool draft);
 
+  // Thread mismatches so far (pinning, group membership); "" when none.
+  std::string thread_errors() const { return log_->errors(); }
   // Reads back the memory of the models (after they ran) and collects every
   // thread and memory mismatch; "" when everything is where the plan says.
   std::string check(const LlamaModel& target, const LlamaModel* draft);
