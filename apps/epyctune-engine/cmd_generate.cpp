@@ -15,9 +15,11 @@
 #include <vector>
 
 #include "apps/epyctune-engine/commands.hpp"
+#include "apps/epyctune-engine/launch_options.hpp"
 #include "apps/epyctune-engine/progress.hpp"
 #include "common/cpulist.hpp"
 #include "engine/model/llama_model.hpp"
+#include "engine/placement/launch_setup.hpp"
 #include "engine/runtime/cpus.hpp"
 #include "engine/runtime/thread_pool.hpp"
 #include "engine/sampling/sampler.hpp"

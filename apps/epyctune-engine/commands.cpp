@@ -35,21 +35,3 @@ std::vector<std::string> llama_style_args(int argc, const char* const* argv) {
 }
 
 }  // namespace epyctune::engine_cli
-
-namespace epyctune::engine_cli {
-
-void add_launch_options(CLI::App* cmd, engine::placement::LaunchOptions& o) {
-  cmd->add_option("--launch-config", o.launch_config,
-                  "Run on this launch plan (TOML, docs/launch-config.md): its CPUs, resctrl "
-                  "groups and NUMA nodes replace the engine's own choice")
-      ->check(CLI::ExistingFile)
-      ->type_name("FILE");
-  cmd->add_option("--resctrl-root", o.resctrl_root, "Where the launch config's resctrl groups live")
-      ->capture_default_str()
-      ->type_name("DIR");
-  cmd->add_flag("--map-cpus", o.map_cpus,
-                "Map the launch config's CPUs and nodes onto this machine's when they are not "
-                "all here (said in the output)");
-}
-
-}  // namespace epyctune::engine_cli

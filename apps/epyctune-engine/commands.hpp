@@ -6,8 +6,6 @@
 #include <string>
 #include <vector>
 
-#include "engine/placement/launch_setup.hpp"
-
 namespace epyctune::engine_cli {
 
 struct GlobalOptions {
@@ -20,12 +18,6 @@ std::vector<RegisterFn>& registry();
 struct Registrar {
   explicit Registrar(RegisterFn fn) { registry().push_back(fn); }
 };
-
-// --launch-config FILE, --resctrl-root DIR, --map-cpus (generate and bench).
-void add_launch_options(CLI::App* cmd, engine::placement::LaunchOptions& o);
-
-// Exit code when threads or memory are not where the launch config says.
-inline constexpr int kExitPlacement = 3;
 
 // llama.cpp spells some long options with one dash (-md for --model-draft);
 // CLI11 reads "-md" as -m with the value "d". Returns argv[1..] with those
