@@ -11,17 +11,30 @@
 namespace epyctune::common {
 
 namespace {
+// A hostile list can be megabytes long: messages quote only its start.
+std::string shorten(std::string_view s) {
+  constexpr size_t kMax = 64;
+  return s.size() <= kMax ? std::string(s) : std::string(s.substr(0, kMax)) + "...";
+}
+
 int parse_int(std::string_view s, std::string_view whole) {
   int v = 0;
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec != std::errc() || p != s.data() + s.size() || v < 0)
     throw std::invalid_argument(
-        fmt::format("bad CPU list '{}': '{}' is not a CPU number", whole, s));
+        fmt::format("bad CPU list '{}': '{}' is not a CPU number", shorten(whole), shorten(s)));
   return v;
+}
+
+void check_limit(int cpu, int limit, std::string_view whole) {
+  if (cpu >= limit)
+    throw std::invalid_argument(
+        fmt::format("bad CPU list '{}': CPU {} is out of range (CPU ids go up to {})",
+                    shorten(whole), cpu, limit - 1));
 }
 }  // namespace
 
-std::vector<int> parse_cpulist(std::string_view text) {
+std::vector<int> parse_cpulist(std::string_view text, int cpu_limit) {
   std::vector<int> out;
   std::string_view all = trim_view(text);
   std::string_view rest = all;
@@ -29,17 +42,27 @@ std::vector<int> parse_cpulist(std::string_view text) {
     auto comma = rest.find(',');
     std::string_view tok = trim_view(rest.substr(0, comma));
     rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
-    if (tok.empty()) throw std::invalid_argument(fmt::format("bad CPU list '{}': empty item", all));
+    if (tok.empty())
+      throw std::invalid_argument(fmt::format("bad CPU list '{}': empty item", shorten(all)));
     auto dash = tok.find('-');
     if (dash == std::string_view::npos) {
-      out.push_back(parse_int(tok, all));
+      int v = parse_int(tok, all);
+      check_limit(v, cpu_limit, all);
+      out.push_back(v);
     } else {
       int a = parse_int(trim_view(tok.substr(0, dash)), all);
       int b = parse_int(trim_view(tok.substr(dash + 1)), all);
       if (b < a)
         throw std::invalid_argument(
-            fmt::format("bad CPU list '{}': range {} is reversed", all, tok));
+            fmt::format("bad CPU list '{}': range {} is reversed", shorten(all), shorten(tok)));
+      check_limit(b, cpu_limit, all);
       for (int i = a; i <= b; ++i) out.push_back(i);
+      // Overlapping ranges could still pile up duplicates: keep at most one
+      // copy of every allowed id.
+      if (out.size() > 2 * static_cast<size_t>(cpu_limit)) {
+        std::sort(out.begin(), out.end());
+        out.erase(std::unique(out.begin(), out.end()), out.end());
+      }
     }
   }
   std::sort(out.begin(), out.end());
@@ -62,10 +85,16 @@ std::string format_cpulist(const std::vector<int>& cpus_in) {
   return out;
 }
 
-std::vector<int> parse_cpumask(std::string_view hex_in) {
+std::vector<int> parse_cpumask(std::string_view hex_in, int cpu_limit) {
   std::string hex;
   for (char c : trim_view(hex_in))
     if (c != ',') hex += c;
+  // Leading zero digits name no CPU; any other digit past the limit does.
+  size_t first = hex.find_first_not_of('0');
+  hex.erase(0, first == std::string::npos ? hex.size() : first);
+  if (!hex.empty() && (hex.size() - 1) * 4 >= static_cast<size_t>(cpu_limit))
+    throw std::invalid_argument(
+        fmt::format("bad CPU mask '{}': it names CPUs beyond {}", shorten(hex_in), cpu_limit - 1));
   std::vector<int> out;
   int bit = 0;
   for (auto it = hex.rbegin(); it != hex.rend(); ++it, bit += 4) {
@@ -78,9 +107,15 @@ std::vector<int> parse_cpumask(std::string_view hex_in) {
     else if (c >= 'A' && c <= 'F')
       v = c - 'A' + 10;
     else
-      throw std::invalid_argument(fmt::format("bad CPU mask '{}': '{}' is not hex", hex_in, c));
+      throw std::invalid_argument(
+          fmt::format("bad CPU mask '{}': '{}' is not hex", shorten(hex_in), c));
     for (int k = 0; k < 4; ++k)
-      if (v & (1 << k)) out.push_back(bit + k);
+      if (v & (1 << k)) {
+        if (bit + k >= cpu_limit)
+          throw std::invalid_argument(fmt::format("bad CPU mask '{}': it names CPUs beyond {}",
+                                                  shorten(hex_in), cpu_limit - 1));
+        out.push_back(bit + k);
+      }
   }
   std::sort(out.begin(), out.end());
   return out;

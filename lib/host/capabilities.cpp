@@ -4,11 +4,13 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <bit>
 #include <cctype>
 #include <charconv>
 #include <sstream>
 
 #include "common/cpulist.hpp"
+#include "common/text.hpp"
 
 namespace epyctune::host {
 
@@ -27,12 +29,6 @@ std::string join(const std::vector<std::string>& v) {
   return out;
 }
 
-int int_or(const std::optional<std::string>& v, int fallback) {
-  int out = fallback;
-  if (v) std::from_chars(v->data(), v->data() + v->size(), out);
-  return out;
-}
-
 std::vector<int> cpulist_or_empty(const std::optional<std::string>& v) {
   if (!v || *v == "(null)") return {};  // older kernels print "(null)" for an unset nohz_full
   try {
@@ -42,15 +38,28 @@ std::vector<int> cpulist_or_empty(const std::optional<std::string>& v) {
   }
 }
 
-// CapEff from /proc/self/status, bit 17 = CAP_SYS_RAWIO.
+// Bit 17 of CapEff = CAP_SYS_RAWIO.
 bool live_cap_sys_rawio() {
-  Sysroot live("/");
-  auto status = live.read("/proc/self/status");
-  if (!status) return false;
-  auto pos = status->find("CapEff:");
-  if (pos == std::string::npos) return false;
-  uint64_t caps = std::stoull(status->substr(pos + 7), nullptr, 16);
-  return (caps >> 17) & 1u;
+  return (effective_capabilities() >> 17) & 1u;
+}
+
+// A sysfs hex word ("ffff", "0x7ff"): at most 64 bits.
+std::optional<uint64_t> hex_u64(std::string_view v) {
+  v = common::trim_view(v);
+  if (v.size() > 2 && v[0] == '0' && (v[1] == 'x' || v[1] == 'X')) v.remove_prefix(2);
+  uint64_t out = 0;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out, 16);
+  if (v.empty() || ec != std::errc() || p != v.data() + v.size()) return std::nullopt;
+  return out;
+}
+
+std::optional<int> small_int(const std::optional<std::string>& v) {
+  if (!v) return std::nullopt;
+  std::string_view t = common::trim_view(*v);
+  int out = 0;
+  auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), out);
+  if (t.empty() || ec != std::errc() || p != t.data() + t.size() || out < 0) return std::nullopt;
+  return out;
 }
 
 void probe_smt(const Sysroot& r, Capabilities& c) {
@@ -95,6 +104,7 @@ void probe_cpufreq(const Sysroot& r, const Topology& t, Capabilities& c) {
 }
 
 void probe_resctrl(const Sysroot& r, const Topology& t, Capabilities& c) {
+  c.l3cat = probe_resctrl_l3(r, t.cpu);
   auto fs = r.read("/proc/filesystems").value_or("");
   c.resctrl_kernel = fs.find("\tresctrl\n") != std::string::npos;
   auto mounts = r.read("/proc/mounts").value_or("");
@@ -113,8 +123,8 @@ void probe_resctrl(const Sysroot& r, const Topology& t, Capabilities& c) {
   c.resctrl.supported = true;
   if (c.resctrl_mounted) {
     c.cbm_mask = r.read_value("/sys/fs/resctrl/info/L3/cbm_mask").value_or("");
-    c.num_closids = int_or(r.read_value("/sys/fs/resctrl/info/L3/num_closids"), 0);
-    c.min_cbm_bits = int_or(r.read_value("/sys/fs/resctrl/info/L3/min_cbm_bits"), 0);
+    c.num_closids = c.l3cat.num_closids;
+    c.min_cbm_bits = c.l3cat.min_cbm_bits;
     c.resctrl.detail = fmt::format("mounted; cbm_mask {}, {} CLOSIDs, min_cbm_bits {}", c.cbm_mask,
                                    c.num_closids, c.min_cbm_bits);
   } else {
@@ -218,6 +228,54 @@ void probe_irqs(const Sysroot& r, Capabilities& c) {
 }
 
 }  // namespace
+
+uint64_t effective_capabilities() {
+  auto status = Sysroot("/").read("/proc/self/status");
+  if (!status) return 0;
+  auto pos = status->find("CapEff:");
+  if (pos == std::string::npos) return 0;
+  auto end = status->find('\n', pos);
+  return hex_u64(status->substr(pos + 7, end == std::string::npos ? end : end - pos - 7))
+      .value_or(0);
+}
+
+ResctrlL3 probe_resctrl_l3(const Sysroot& r, const CpuIdentity& cpu) {
+  const std::string info = "/sys/fs/resctrl/info/L3/";
+  ResctrlL3 l3;
+  auto mask = r.read_value(info + "cbm_mask");
+  if (!mask) return l3;
+  l3.present = true;
+  auto m = hex_u64(*mask);
+  auto closids = small_int(r.read_value(info + "num_closids"));
+  auto min_bits = small_int(r.read_value(info + "min_cbm_bits").value_or("1"));
+  auto sparse = r.read_value(info + "sparse_masks");
+  if (!m || *m == 0 || !closids || !min_bits || (sparse && *sparse != "0" && *sparse != "1")) {
+    l3.error = fmt::format("cannot parse {}: cbm_mask '{}', num_closids '{}', min_cbm_bits '{}'",
+                           info, mask->substr(0, 40),
+                           r.read_value(info + "num_closids").value_or("missing").substr(0, 40),
+                           r.read_value(info + "min_cbm_bits").value_or("missing").substr(0, 40));
+    return l3;
+  }
+  l3.cbm_mask = *m;
+  l3.num_closids = *closids;
+  l3.min_cbm_bits = *min_bits;
+  l3.sparse_masks = sparse ? *sparse == "1" : cpu.vendor == "AuthenticAMD";
+  return l3;
+}
+
+std::string cat_mask_problem(uint64_t v, const ResctrlL3& l3) {
+  if (v & ~l3.cbm_mask)
+    return fmt::format("mask {:x} has bits outside this host's info/L3/cbm_mask {:x}", v,
+                       l3.cbm_mask);
+  if (std::popcount(v) < l3.min_cbm_bits)
+    return fmt::format("mask {:x} has {} ways, fewer than info/L3/min_cbm_bits = {}", v,
+                       std::popcount(v), l3.min_cbm_bits);
+  uint64_t low = v & (~v + 1);  // lowest set bit
+  bool contiguous = ((v + low) & v) == 0;
+  if (!l3.sparse_masks && !contiguous)
+    return fmt::format("mask {:x} is not contiguous and this host's info/L3/sparse_masks is 0", v);
+  return "";
+}
 
 std::optional<bool> irq_is_managed(const Sysroot& root, int irq) {
   std::optional<std::string> text;

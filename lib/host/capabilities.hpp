@@ -19,6 +19,28 @@ struct Capability {
   std::string detail;  // what is there: current state, sizes, ...
 };
 
+// resctrl's L3 allocation rules (sys/fs/resctrl/info/L3), parsed once.
+struct ResctrlL3 {
+  bool present = false;  // info/L3/cbm_mask exists (resctrl mounted with L3 CAT)
+  std::string error;     // present but unparsable: what is wrong
+  uint64_t cbm_mask = 0;
+  int min_cbm_bits = 1;
+  int num_closids = 0;
+  // Non-contiguous masks allowed: info/L3/sparse_masks, or where the kernel
+  // predates that file, the vendor's rule (AMD allows them, Intel does not).
+  bool sparse_masks = false;
+};
+
+ResctrlL3 probe_resctrl_l3(const Sysroot& root, const CpuIdentity& cpu);
+
+// Why `mask` may not be a CAT mask on this host ("" when it may): bits outside
+// cbm_mask, fewer than min_cbm_bits, holes where masks must be contiguous.
+std::string cat_mask_problem(uint64_t mask, const ResctrlL3& l3);
+
+// The effective capability set (CapEff) of this process: about us, not about
+// the host being tuned, so always read from the real /proc.
+uint64_t effective_capabilities();
+
 struct Capabilities {
   Capability smt_control, cpufreq, resctrl, msr, prefetch_control, hugepages_2m, hugepages_1g,
       numa_balancing, thp, irq_affinity;
@@ -35,6 +57,7 @@ struct Capabilities {
   std::string cbm_mask;  // info/L3/cbm_mask ("ffff")
   int num_closids = 0;
   int min_cbm_bits = 0;
+  ResctrlL3 l3cat;  // the same, parsed; what the cat step and profile checks use
   // privileges (live: the process; sysroot: not applicable, reported as true)
   bool root = false;
   bool cap_sys_rawio = false;

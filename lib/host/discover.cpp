@@ -9,8 +9,11 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 
+#include "common/cpulist.hpp"
 #include "host/cpu_identity.hpp"
+#include "host/xml_input.hpp"
 
 namespace epyctune::host {
 
@@ -50,6 +53,11 @@ class ScopedEnv {
 std::vector<int> bitmap_to_vector(hwloc_const_bitmap_t b) {
   std::vector<int> out;
   if (!b || hwloc_bitmap_iszero(b)) return out;
+  // An XML can claim any set; a CPU list longer than any kernel allows is
+  // not a machine.
+  if (hwloc_bitmap_weight(b) < 0 || hwloc_bitmap_last(b) >= common::kMaxCpusOffline)
+    throw DiscoveryError(fmt::format("the topology names CPU ids beyond {} (the kernel's limit)",
+                                     common::kMaxCpusOffline - 1));
   int i;
   hwloc_bitmap_foreach_begin(i, b) out.push_back(i);
   hwloc_bitmap_foreach_end();
@@ -62,21 +70,58 @@ std::string info(hwloc_obj_t obj, const char* name) {
   return "";
 }
 
-TopoPtr load(const Sysroot& root, const DiscoverOptions& opt, std::string& source) {
+TopoPtr new_topology() {
   hwloc_topology_t raw = nullptr;
   if (hwloc_topology_init(&raw) != 0) throw DiscoveryError("hwloc_topology_init failed");
   TopoPtr topo(raw);
   hwloc_topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_NONE);
+  return topo;
+}
+
+[[noreturn]] void refused(const std::string& name, const std::string& said) {
+  throw DiscoveryError(fmt::format(
+      "cannot load topology XML {}: hwloc {} refused it ({}); give an lstopo XML export "
+      "(lstopo --of xml FILE.xml) from hwloc 2.x, or `lstopo --of v2xml FILE.xml` with hwloc 3",
+      name, HWLOC_VERSION, said.empty() ? "it gave no reason" : "it said: " + said.substr(0, 600)));
+}
+
+// An lstopo export held in memory (read once, with the input-file checks);
+// `name` is what messages call it.
+TopoPtr load_xml(const std::string& xml, const std::string& name) {
+  if (auto why = detail::xml_format_problem(xml); !why.empty())
+    throw DiscoveryError(fmt::format("cannot load topology XML {}: {}", name, why));
+  auto trial = detail::try_import(xml);
+  if (!trial.crashed.empty())
+    throw DiscoveryError(
+        fmt::format("cannot load topology XML {}: {}; give an lstopo XML export "
+                    "(lstopo --of xml FILE.xml)",
+                    name, trial.crashed));
+  if (!trial.loads) refused(name, trial.said);
+  TopoPtr topo = new_topology();
   std::lock_guard lock(g_env_mutex);
-  std::optional<std::string> fsroot;
+  ScopedEnv env_xml("HWLOC_XMLFILE", std::nullopt);
+  std::string said;
+  int rc = detail::capture_hwloc_messages(
+      [&] {
+        if (hwloc_topology_set_xmlbuffer(topo.get(), xml.data(), static_cast<int>(xml.size())) != 0)
+          return -1;
+        return hwloc_topology_load(topo.get());
+      },
+      said);
+  if (rc != 0) refused(name, said);
+  return topo;
+}
+
+TopoPtr load(const Sysroot& root, const DiscoverOptions& opt, std::string& source) {
   if (!opt.topology_xml.empty()) {
     source = "xml:" + opt.topology_xml;
-    if (hwloc_topology_set_xml(raw, opt.topology_xml.c_str()) != 0)
-      throw DiscoveryError(
-          fmt::format("cannot read topology XML {}: not an lstopo XML export "
-                      "(make one with: lstopo --of xml FILE.xml)",
-                      opt.topology_xml));
-  } else if (!root.is_live()) {
+    return load_xml(detail::read_topology_xml(opt.topology_xml), opt.topology_xml);
+  }
+  TopoPtr topo = new_topology();
+  hwloc_topology_t raw = topo.get();
+  std::lock_guard lock(g_env_mutex);
+  std::optional<std::string> fsroot;
+  if (!root.is_live()) {
     source = "sysroot:" + root.root().string();
     if (!root.is_dir("/sys/devices/system/cpu"))
       throw DiscoveryError(
@@ -96,12 +141,9 @@ TopoPtr load(const Sysroot& root, const DiscoverOptions& opt, std::string& sourc
   return topo;
 }
 
-}  // namespace
-
-Topology discover(const Sysroot& root, const DiscoverOptions& opt) {
+// Everything but the CPU identity, from a loaded hwloc topology.
+Topology build(hwloc_topology_t h) {
   Topology t;
-  TopoPtr topo = load(root, opt, t.source);
-  hwloc_topology_t h = topo.get();
 
   t.online_cpus = bitmap_to_vector(hwloc_topology_get_topology_cpuset(h));
   int npkg = hwloc_get_nbobjs_by_type(h, HWLOC_OBJ_PACKAGE);
@@ -120,10 +162,15 @@ Topology discover(const Sysroot& root, const DiscoverOptions& opt) {
     node.memory_bytes = n->attr ? n->attr->numanode.local_memory : 0;
     node.cpus = bitmap_to_vector(n->cpuset);
     node.socket = -1;
-    if (!node.cpus.empty()) {
-      hwloc_obj_t pu = hwloc_get_pu_obj_by_os_index(h, static_cast<unsigned>(node.cpus.front()));
-      node.socket = pu ? socket_of(pu) : 0;
+    // A node may span sockets (AMD's NPS0, or an export with no NUMA
+    // information): every socket its CPUs are on.
+    std::set<int> sockets;
+    for (int cpu : node.cpus) {
+      hwloc_obj_t pu = hwloc_get_pu_obj_by_os_index(h, static_cast<unsigned>(cpu));
+      sockets.insert(pu ? socket_of(pu) : 0);
     }
+    node.sockets.assign(sockets.begin(), sockets.end());
+    if (!node.sockets.empty()) node.socket = node.sockets.front();
     t.numa_nodes.push_back(node);
   }
   std::sort(t.numa_nodes.begin(), t.numa_nodes.end(),
@@ -170,16 +217,35 @@ Topology discover(const Sysroot& root, const DiscoverOptions& opt) {
     t.cores.push_back(std::move(c));
   }
 
-  // Identity: the XML carries what its exporter saw; otherwise ask the host.
-  if (!opt.topology_xml.empty()) {
-    hwloc_obj_t pkg =
-        npkg > 0 ? hwloc_get_obj_by_type(h, HWLOC_OBJ_PACKAGE, 0) : hwloc_get_root_obj(h);
-    t.cpu = identity_from_hwloc_infos(info(pkg, "CPUVendor"), info(pkg, "CPUFamilyNumber"),
-                                      info(pkg, "CPUModelNumber"), info(pkg, "CPUStepping"),
-                                      info(pkg, "CPUModel"));
-  } else {
-    t.cpu = identify_cpu(root);
-  }
+  return t;
+}
+
+// The XML carries what its exporter saw of the CPU.
+CpuIdentity identity_from_xml(hwloc_topology_t h) {
+  hwloc_obj_t pkg = hwloc_get_nbobjs_by_type(h, HWLOC_OBJ_PACKAGE) > 0
+                        ? hwloc_get_obj_by_type(h, HWLOC_OBJ_PACKAGE, 0)
+                        : hwloc_get_root_obj(h);
+  return identity_from_hwloc_infos(info(pkg, "CPUVendor"), info(pkg, "CPUFamilyNumber"),
+                                   info(pkg, "CPUModelNumber"), info(pkg, "CPUStepping"),
+                                   info(pkg, "CPUModel"));
+}
+
+}  // namespace
+
+Topology discover(const Sysroot& root, const DiscoverOptions& opt) {
+  std::string source;
+  TopoPtr topo = load(root, opt, source);
+  Topology t = build(topo.get());
+  t.source = source;
+  t.cpu = opt.topology_xml.empty() ? identify_cpu(root) : identity_from_xml(topo.get());
+  return t;
+}
+
+Topology discover_xml_text(const std::string& xml, const std::string& name) {
+  TopoPtr topo = load_xml(xml, name);
+  Topology t = build(topo.get());
+  t.source = "xml:" + name;
+  t.cpu = identity_from_xml(topo.get());
   return t;
 }
 
@@ -187,7 +253,13 @@ int Topology::nodes_per_socket() const {
   int with_cpus = 0;
   for (const auto& n : numa_nodes)
     if (!n.cpus.empty()) ++with_cpus;
+  for (const auto& n : numa_nodes)
+    if (n.sockets.size() > 1) return 0;  // one node over several sockets: NPS0
   return std::max(1, sockets > 0 ? with_cpus / sockets : with_cpus);
+}
+
+bool NumaNode::on_socket(int s) const {
+  return std::find(sockets.begin(), sockets.end(), s) != sockets.end();
 }
 
 const NumaNode* Topology::node(int os_index) const {

@@ -26,4 +26,8 @@ struct DiscoverOptions {
 // DiscoveryError naming the source when hwloc cannot load it.
 Topology discover(const Sysroot& root, const DiscoverOptions& options = {});
 
+// An lstopo XML export already in memory; `name` is what messages and
+// Topology::source call it. For fuzzing and tests; discover() reads files.
+Topology discover_xml_text(const std::string& xml, const std::string& name);
+
 }  // namespace epyctune::host

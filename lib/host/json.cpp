@@ -28,6 +28,7 @@ json topology_to_json(const Topology& t) {
   for (const auto& n : t.numa_nodes)
     nodes.push_back({{"node", n.os_index},
                      {"socket", n.socket},
+                     {"sockets", n.sockets},
                      {"memory_bytes", n.memory_bytes},
                      {"cpus", common::format_cpulist(n.cpus)}});
   for (const auto& d : t.l3_domains)
@@ -42,7 +43,7 @@ json topology_to_json(const Topology& t) {
   for (int s = 0; s < t.sockets; ++s) {
     std::set<int> sn, sl;
     for (const auto& n : t.numa_nodes)
-      if (n.socket == s) sn.insert(n.os_index);
+      if (n.on_socket(s)) sn.insert(n.os_index);
     for (const auto& d : t.l3_domains)
       if (d.socket == s) sl.insert(d.index);
     sockets.push_back({{"socket", s},

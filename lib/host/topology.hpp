@@ -54,9 +54,11 @@ struct L3Domain {
 
 struct NumaNode {
   int os_index = 0;
-  int socket = 0;  // -1 for a node without CPUs (CXL / HBM memory)
+  int socket = 0;            // the first of `sockets`; -1 for a node without CPUs (CXL / HBM)
+  std::vector<int> sockets;  // every socket its CPUs are on: >1 for NPS0 or no NUMA info
   uint64_t memory_bytes = 0;
   std::vector<int> cpus;
+  bool on_socket(int s) const;
 };
 
 struct Topology {
@@ -71,7 +73,9 @@ struct Topology {
 
   int n_cores() const { return static_cast<int>(cores.size()); }
   int n_cpus() const { return static_cast<int>(online_cpus.size()); }
-  int nodes_per_socket() const;              // NPS: CPU nodes / sockets (>= 1)
+  // NPS: CPU nodes / sockets (>= 1); 0 when a node spans sockets (AMD NPS0,
+  // or an export without NUMA information).
+  int nodes_per_socket() const;
   const NumaNode* node(int os_index) const;  // nullptr when absent
   std::vector<int> cpus_of_socket(int socket) const;
 };

@@ -94,6 +94,12 @@ std::string mib(uint64_t b) {
   return fmt::format("{} MiB", b >> 20);
 }
 
+std::string l3_line(const host::L3Domain& d, const char* indent) {
+  return fmt::format("{}L3 #{} (cache id {}) {}: cores {}, CPUs {}\n", indent, d.index, d.cache_id,
+                     d.synthetic ? "no L3 reported" : mib(d.size_bytes), format_cpulist(d.cores),
+                     format_cpulist(d.cpus));
+}
+
 void capability_line(std::string& s, const char* name, const host::Capability& c) {
   s += fmt::format("  {:<17}{:<5}{}\n", name, c.supported ? "yes" : "no",
                    c.supported ? c.detail : c.reason);
@@ -117,23 +123,33 @@ std::string detect_to_text(const DetectReport& r) {
       : cpu.source == "cpuid" ? fmt::format(", libcpuid guesses \"{}\" (a hint only)", cpu.codename)
                               : ", " + cpu.codename,
       cpu.hypervisor ? ", virtual machine" : "", cpu.source);
+  int nps = t.nodes_per_socket();
   s += fmt::format(
-      "Topology: {} socket(s), {} NUMA node(s) (NPS{}), {} L3 domain(s), {} cores, {} CPUs "
+      "Topology: {} socket(s), {} NUMA node(s) ({}), {} L3 domain(s), {} cores, {} CPUs "
       "(SMT{})\n",
-      t.sockets, t.numa_nodes.size(), t.nodes_per_socket(), t.l3_domains.size(), t.n_cores(),
-      t.n_cpus(), t.threads_per_core);
+      t.sockets, t.numa_nodes.size(),
+      nps == 0 ? "NPS0: a node spans sockets" : fmt::format("NPS{}", nps), t.l3_domains.size(),
+      t.n_cores(), t.n_cpus(), t.threads_per_core);
+  std::vector<int> shown;  // L3 domains listed under a node
   for (int sk = 0; sk < t.sockets; ++sk) {
     s += fmt::format("  socket {}: CPUs {}\n", sk, format_cpulist(t.cpus_of_socket(sk)));
+    // A node over several sockets is listed under each, with that socket's
+    // L3 domains only.
     for (const auto& n : t.numa_nodes) {
-      if (n.socket != sk) continue;
-      s += fmt::format("    node {}: {}, CPUs {}\n", n.os_index, gib(n.memory_bytes),
-                       format_cpulist(n.cpus));
+      if (!n.on_socket(sk)) continue;
+      s += fmt::format(
+          "    node {}: {}, CPUs {}{}\n", n.os_index, gib(n.memory_bytes), format_cpulist(n.cpus),
+          n.sockets.size() > 1 ? fmt::format(" (spans sockets {})", format_cpulist(n.sockets))
+                               : "");
       for (const auto& d : t.l3_domains)
-        if (d.socket == sk && d.numa_node == n.os_index)
-          s += fmt::format("      L3 #{} (cache id {}) {}: cores {}, CPUs {}\n", d.index,
-                           d.cache_id, d.synthetic ? "no L3 reported" : mib(d.size_bytes),
-                           format_cpulist(d.cores), format_cpulist(d.cpus));
+        if (d.socket == sk && d.numa_node == n.os_index) {
+          s += l3_line(d, "      ");
+          shown.push_back(d.index);
+        }
     }
+    for (const auto& d : t.l3_domains)
+      if (d.socket == sk && std::find(shown.begin(), shown.end(), d.index) == shown.end())
+        s += l3_line(d, "    ");
   }
   for (const auto& n : t.numa_nodes)
     if (n.socket < 0) s += fmt::format("  node {}: {}, no CPUs\n", n.os_index, gib(n.memory_bytes));

@@ -5,10 +5,9 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <sstream>
 
+#include "common/input_file.hpp"
 #include "profile/builtin.hpp"
 #include "profile/schema.hpp"
 
@@ -76,6 +75,9 @@ struct Source {
   std::string display;  // what messages call it
   std::string text;
   fs::path dir;  // for relative includes; empty for built-ins
+  // Set when the file exists by name but cannot be a profile (a directory, a
+  // FIFO, a device, too large): what to tell the operator instead of parsing.
+  std::string error;
 };
 
 struct BuiltinIndex {
@@ -117,7 +119,8 @@ std::optional<Source> find_builtin(std::string_view name) {
       return Source{"builtin:" + stem_of(bp.file),
                     "profiles/" + std::string(bp.file),
                     std::string(bp.text),
-                    {}};
+                    {},
+                    ""};
   return std::nullopt;
 }
 
@@ -127,13 +130,20 @@ bool looks_like_path(std::string_view ref) {
 }
 
 std::optional<Source> read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream ss;
-  ss << in.rdbuf();
   std::error_code ec;
+  if (!fs::exists(p, ec)) return std::nullopt;
+  Source src{p.string(), p.string(), "", p.parent_path(), ""};
+  try {
+    src.text = common::read_input_file(p, common::kMaxProfileBytes, "profile");
+  } catch (const common::InputFileError& e) {
+    // "PATH: why" -> "why": the diagnostic names the file itself.
+    std::string what = e.what();
+    src.error = what.rfind(p.string() + ": ", 0) == 0 ? what.substr(p.string().size() + 2) : what;
+    return src;
+  }
   auto canon = fs::weakly_canonical(p, ec);
-  return Source{ec ? p.string() : canon.string(), p.string(), ss.str(), p.parent_path()};
+  if (!ec) src.id = canon.string();
+  return src;
 }
 
 std::string known_names() {
@@ -178,18 +188,22 @@ std::optional<Source> locate(std::string_view ref, const Source* from,
   if (auto b = find_builtin(ref)) return b;
   if (!from) {
     std::error_code ec;
-    if (fs::is_regular_file(fs::path(ref), ec)) return read_file(fs::path(ref));
+    if (fs::exists(fs::path(ref), ec)) return read_file(fs::path(ref));
   } else if (!from->dir.empty()) {
     // "include = 'mybase'" next to the including file.
     auto p = from->dir / (std::string(ref) + ".toml");
     std::error_code ec;
-    if (fs::is_regular_file(p, ec)) return read_file(p);
+    if (fs::exists(p, ec)) return read_file(p);
   }
   return std::nullopt;
 }
 
 void apply_source(const Source& src, Profile& p, std::vector<std::string>& stack,
                   std::vector<Diagnostic>& diags, bool outermost) {
+  if (!src.error.empty()) {
+    diags.push_back({src.display, 0, 0, src.error, ""});
+    return;
+  }
   toml::table t;
   try {
     t = toml::parse(src.text, src.display);
@@ -205,7 +219,12 @@ void apply_source(const Source& src, Profile& p, std::vector<std::string>& stack
       diags.push_back(detail::diag_at(inc->source(), src.display, "include must be a string",
                                       "e.g. include = \"base\""));
     } else if (auto parent = locate(*ref, &src)) {
-      if (std::find(stack.begin(), stack.end(), parent->id) != stack.end()) {
+      if (!parent->error.empty()) {
+        diags.push_back(detail::diag_at(
+            inc->source(), src.display,
+            fmt::format("include \"{}\" ({}): {}", *ref, parent->display, parent->error),
+            "include a profile file or a built-in name"));
+      } else if (std::find(stack.begin(), stack.end(), parent->id) != stack.end()) {
         std::string chain;
         for (const auto& s : stack) chain += s + " -> ";
         diags.push_back(detail::diag_at(inc->source(), src.display,
@@ -218,7 +237,9 @@ void apply_source(const Source& src, Profile& p, std::vector<std::string>& stack
     } else {
       std::string near = closest(*ref, all_names());
       diags.push_back(detail::diag_at(
-          inc->source(), src.display, fmt::format("include \"{}\": no such profile or file", *ref),
+          inc->source(), src.display,
+          fmt::format("include \"{}\": no such profile or file",
+                      ref->size() <= 64 ? *ref : ref->substr(0, 64) + "..."),
           near.empty()
               ? fmt::format("built-in profiles: {}; a path is relative to this file", known_names())
               : fmt::format("did you mean \"{}\"?", near)));
@@ -237,7 +258,15 @@ Profile load_source(const Source& src) {
   apply_source(src, p, stack, diags, true);
   if (!diags.empty()) throw ProfileError(std::move(diags));
   std::reverse(p.includes.begin(), p.includes.end());  // outermost first
-  if (p.name.empty()) p.name = fs::path(src.display).stem().string();
+  if (p.name.empty()) {
+    // The name goes into the boot loader drop-in and the journal: a file
+    // name that is not a valid name must not become one.
+    p.name = fs::path(src.display).stem().string();
+    if (auto why = detail::identifier_problem(p.name); !why.empty())
+      throw ProfileError(src.display, 1, 1,
+                         fmt::format("the profile sets no name and its file name {}", why),
+                         "set name = \"my-host\" (A-Z a-z 0-9 . _ -) at the top of the file");
+  }
   validate_profile(p, nullptr, nullptr);
   return p;
 }
@@ -258,7 +287,7 @@ Profile load_profile(std::string_view ref, const host::Sysroot* root) {
 Profile load_profile_text(std::string_view text, const std::string& display_name) {
   std::error_code ec;
   fs::path p(display_name);
-  return load_source(Source{display_name, display_name, std::string(text), p.parent_path()});
+  return load_source(Source{display_name, display_name, std::string(text), p.parent_path(), ""});
 }
 
 std::vector<std::string> list_profiles() {

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "host/capabilities.hpp"
 #include "host/sysroot.hpp"
 #include "host/topology.hpp"
 #include "profile/profile.hpp"
@@ -72,6 +73,12 @@ std::string builtin_profile_text(std::string_view name);
 // mounted). Throws ProfileError pointing at the offending key.
 void validate_profile(const Profile& p, const host::Topology* host_or_null,
                       const host::Sysroot* root_or_null = nullptr);
+
+// The profile's CAT masks against the host's resctrl rules (within
+// info/L3/cbm_mask, at least min_cbm_bits, contiguous unless sparse_masks,
+// and 3 CLOSIDs). Nothing to check when cat is disabled or the host has no L3
+// CAT. Throws ProfileError pointing at the offending key.
+void validate_cat(const Profile& p, const host::ResctrlL3& l3);
 
 // Levenshtein distance, for "did you mean" suggestions.
 int edit_distance(std::string_view a, std::string_view b);

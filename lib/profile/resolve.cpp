@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 namespace epyctune::profile {
@@ -18,6 +19,12 @@ std::string hex(int v) {
 }
 
 }  // namespace
+
+int64_t auto_hugepages_2m_per_node(const NumaStep& n, int nodes) {
+  if (n.model_gb <= 0 || nodes <= 0) return 0;
+  double bytes = n.model_gb * static_cast<double>(uint64_t{1} << 30) * n.hugepage_headroom;
+  return static_cast<int64_t>(std::ceil(bytes / nodes / static_cast<double>(uint64_t{2} << 20)));
+}
 
 ResolvedPartition resolve_partition(const Profile& p, const host::Topology& t) {
   validate_profile(p, &t);  // domains, cores and CPUs exist

@@ -2,6 +2,7 @@
 // get, and whether the profile is for this machine at all.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,11 @@ namespace epyctune::profile {
 // idle_sibling_cpus. Throws ProfileError if a domain, core or CPU does not
 // exist, or draft or verify ends up with no CPU.
 ResolvedPartition resolve_partition(const Profile& p, const host::Topology& t);
+
+// numa.hugepages_2m_per_node = "auto": model_gb GiB (2^30 bytes, the one
+// convention everywhere) times hugepage_headroom, spread over `nodes` nodes,
+// in 2 MiB pages rounded up. 0 when model_gb or nodes is 0.
+int64_t auto_hugepages_2m_per_node(const NumaStep& n, int nodes);
 
 struct MatchResult {
   bool matches = false;                 // no mismatch

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <limits>
 
@@ -39,6 +40,23 @@ std::string join(const std::vector<std::string>& v, const char* sep = ", ") {
   return out;
 }
 
+// A value as messages quote it: control characters escaped, a hostile
+// megabyte cut to its start.
+std::string shown(std::string_view v, char quote = '"') {
+  constexpr size_t kMax = 40;
+  std::string out(1, quote);
+  for (size_t i = 0; i < v.size() && i < kMax; ++i) {
+    auto c = static_cast<unsigned char>(v[i]);
+    if (c == static_cast<unsigned char>(quote) || c == '\\')
+      out += fmt::format("\\{}", static_cast<char>(c));
+    else if (c < 0x20 || c == 0x7f)
+      out += fmt::format("\\x{:02x}", c);
+    else
+      out += static_cast<char>(c);
+  }
+  return out + quote + (v.size() > kMax ? "..." : "");
+}
+
 // Reads one TOML table of the schema, recording origins and diagnostics.
 class Reader {
  public:
@@ -54,7 +72,7 @@ class Reader {
       std::string near = closest(key, keys);
       std::string fix = near.empty() ? fmt::format("valid keys: {}", join(keys))
                                      : fmt::format("did you mean '{}'?", near);
-      error(k.source(), fmt::format("unknown key '{}' {}", key, where), fix);
+      error(k.source(), fmt::format("unknown key {} {}", shown(key, '\''), where), fix);
     }
   }
 
@@ -106,13 +124,87 @@ class Reader {
                           allowed.empty() ? "\"...\"" : fmt::format("\"{}\"", allowed.front()));
       if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), *v) == allowed.end()) {
         std::string near = closest(*v, allowed);
-        return error(n->source(), fmt::format("{} = \"{}\" is not a valid value", dotted(key), *v),
-                     near.empty()
-                         ? fmt::format("use one of: {}", join(allowed))
+        return error(
+            n->source(), fmt::format("{} = {} is not a valid value", dotted(key), shown(*v)),
+            near.empty() ? fmt::format("use one of: {}", join(allowed))
                          : fmt::format("did you mean \"{}\"? (one of: {})", near, join(allowed)));
       }
       out = *v;
     }
+  }
+
+  // A name that ends up in a file name, a resctrl group or a boot loader
+  // comment: identifier_problem() says what is allowed.
+  void get_identifier(const char* key, std::string& out) {
+    auto* n = node(key);
+    if (!n) return;
+    auto v = n->value_exact<std::string>();
+    if (!v) return type_error(*n, key, "a string", "\"epyc-9754\"");
+    if (auto why = identifier_problem(*v); !why.empty())
+      return error(n->source(), fmt::format("{} = {} {}", dotted(key), shown(*v), why),
+                   fmt::format("use 1-{} of A-Z a-z 0-9 . _ -, starting with a letter or digit",
+                               kMaxIdentifier));
+    out = *v;
+  }
+
+  // Free text shown to people (descriptions, notes, citations): one line,
+  // no control characters, at most max_len bytes.
+  void get_text(const char* key, std::string& out, size_t max_len) {
+    auto* n = node(key);
+    if (!n) return;
+    auto v = n->value_exact<std::string>();
+    if (!v) return type_error(*n, key, "a string", "\"...\"");
+    if (text_problem(*n, key, *v, max_len)) return;
+    out = *v;
+  }
+
+  void get_texts(const char* key, std::vector<std::string>& out, size_t max_items, size_t max_len) {
+    std::vector<std::string> v;
+    if (!node(key)) return;
+    get(key, v);
+    if (v.size() > max_items)
+      return error(node(key)->source(),
+                   fmt::format("{} has {} entries, more than {}", dotted(key), v.size(), max_items),
+                   "shorten the list");
+    for (const auto& s : v)
+      if (text_problem(*node(key), key, s, max_len)) return;
+    out = std::move(v);
+  }
+
+  // An absolute path epyctune writes to: components are identifiers, no "."
+  // or "..", at most kMaxPath bytes. `dir` and `ext`, when given, pin the
+  // directory and the extension.
+  void get_path(const char* key, std::string& out, std::string_view dir, std::string_view ext,
+                std::string example) {
+    auto* n = node(key);
+    if (!n) return;
+    auto v = n->value_exact<std::string>();
+    if (!v) return type_error(*n, key, "a path string", "\"" + example + "\"");
+    std::string why = path_problem(*v, dir, ext);
+    if (!why.empty())
+      return error(n->source(), fmt::format("{} = {} {}", dotted(key), shown(*v), why),
+                   fmt::format("e.g. {} = \"{}\"", key, example));
+    out = *v;
+  }
+
+  bool text_problem(const toml::node& n, std::string_view key, const std::string& v,
+                    size_t max_len) {
+    if (v.size() > max_len) {
+      error(n.source(),
+            fmt::format("{} is {} bytes long, more than {}", dotted(key), v.size(), max_len),
+            "shorten it");
+      return true;
+    }
+    for (char ch : v) {
+      auto c = static_cast<unsigned char>(ch);
+      if (c < 0x20 || c == 0x7f) {
+        error(n.source(),
+              fmt::format("{} = {} contains a control character", dotted(key), shown(v)),
+              "write it on one line without tabs or escapes such as \\n");
+        return true;
+      }
+    }
+    return false;
   }
 
   void get(const char* key, std::vector<std::string>& out) {
@@ -234,7 +326,8 @@ class Reader {
   ApplyContext& ctx_;
 };
 
-constexpr int64_t kMaxInt = std::numeric_limits<int32_t>::max();
+constexpr size_t kShortText = 128;  // codename, memory type, a citation's model
+constexpr size_t kLongText = 1024;  // a description, a note, a citation
 
 void read_hardware(Reader& r, Hardware& h) {
   r.known({"vendor", "family", "models", "codename", "brand_contains", "sockets",
@@ -243,8 +336,8 @@ void read_hardware(Reader& r, Hardware& h) {
   r.get("vendor", h.vendor, {"AuthenticAMD", "GenuineIntel"});
   r.get_int("family", h.family, 0, 255);
   r.get("models", h.models, 0, 255);
-  r.get("codename", h.codename);
-  r.get("brand_contains", h.brand_contains);
+  r.get_text("codename", h.codename, kShortText);
+  r.get_text("brand_contains", h.brand_contains, kShortText);
   r.get_int("sockets", h.sockets, 1, 8);
   r.get_int("cores_per_socket", h.cores_per_socket, 0, 1024);
   r.get_int("l3_domains_per_socket", h.l3_domains_per_socket, 0, 256);
@@ -254,10 +347,10 @@ void read_hardware(Reader& r, Hardware& h) {
   r.get_int("l3_mib", mib, 0, 4096);
   if (mib >= 0) h.l3_bytes = static_cast<uint64_t>(mib) << 20;
   r.get_int("memory_channels", h.memory_channels, 0, 64);
-  r.get("memory_type", h.memory_type);
+  r.get_text("memory_type", h.memory_type, kShortText);
   r.get("memory_bandwidth_gbs", h.memory_bandwidth_gbs, 0, 10000);
   r.get("nps_supported", h.nps_supported, 0, 4);
-  r.get("notes", h.notes);
+  r.get_texts("notes", h.notes, 64, kLongText);
 }
 
 void read_partition(Reader& r, Partition& p) {
@@ -317,13 +410,16 @@ void read_steps(const toml::table& root, ApplyContext& ctx) {
     r.get("nohz_full", p.isolation.nohz_full);
     r.get("rcu_nocbs", p.isolation.rcu_nocbs);
     r.get("irq_affinity", p.isolation.irq_affinity);
-    r.get("bootloader_dropin", p.isolation.bootloader_dropin);
+    // GRUB sources /etc/default/grub.d/*.cfg: any other path would be a file
+    // root writes for nothing, or one it must never write.
+    r.get_path("bootloader_dropin", p.isolation.bootloader_dropin, "/etc/default/grub.d", ".cfg",
+               "/etc/default/grub.d/epyctune.cfg");
   });
   section("cat", [&](Reader& r) {
     r.known({"enabled", "draft_group", "verify_group", "draft_cbm", "verify_cbm", "default_cbm"});
     r.get("enabled", p.cat.enabled);
-    r.get("draft_group", p.cat.draft_group);
-    r.get("verify_group", p.cat.verify_group);
+    r.get_identifier("draft_group", p.cat.draft_group);
+    r.get_identifier("verify_group", p.cat.verify_group);
     r.get_cbm("draft_cbm", p.cat.draft_cbm);
     r.get_cbm("verify_cbm", p.cat.verify_cbm);
     r.get_cbm("default_cbm", p.cat.default_cbm);
@@ -358,7 +454,7 @@ void read_steps(const toml::table& root, ApplyContext& ctx) {
         x.get_int("address", m.address, 0, 0xFFFFFFFFll);
         x.get_int("mask", m.mask, 0, std::numeric_limits<int64_t>::max());
         x.get_int("value", m.value, 0, std::numeric_limits<int64_t>::max());
-        x.get("reason", m.reason);
+        x.get_text("reason", m.reason, kLongText);
         if (!x.raw().get("address") || m.reason.empty())
           x.error(e.source(), "[[prefetch.extra]] needs an address and a reason",
                   "say which MSR and why the operator allows writing it");
@@ -370,7 +466,8 @@ void read_steps(const toml::table& root, ApplyContext& ctx) {
     r.known({"layout", "hugepages", "launch_config"});
     r.get("layout", p.weights.layout, {"interleave", "split", "local"});
     r.get("hugepages", p.weights.hugepages);
-    r.get("launch_config", p.weights.launch_config);
+    r.get_path("launch_config", p.weights.launch_config, "", ".toml",
+               "/var/lib/epyctune/engine.toml");
   });
   section("spec", [&](Reader& r) {
     r.known({"draft_source", "draft_len", "draft_threads", "verify_threads", "launch_config"});
@@ -378,7 +475,7 @@ void read_steps(const toml::table& root, ApplyContext& ctx) {
     r.get_int("draft_len", p.spec.draft_len, 1, 64);
     r.get_int("draft_threads", p.spec.draft_threads, 0, 8192);
     r.get_int("verify_threads", p.spec.verify_threads, 0, 8192);
-    r.get("launch_config", p.spec.launch_config);
+    r.get_path("launch_config", p.spec.launch_config, "", ".toml", "/var/lib/epyctune/engine.toml");
   });
   section("engine", [&](Reader& r) {
     r.known({"threads", "draft_len", "kv_type"});
@@ -391,8 +488,8 @@ void read_steps(const toml::table& root, ApplyContext& ctx) {
     keys.push_back("source");
     keys.push_back("model");
     r.known(keys);
-    r.get("source", p.expectations_source);
-    r.get("model", p.expectations_model);
+    r.get_text("source", p.expectations_source, kLongText);
+    r.get_text("model", p.expectations_model, kShortText);
     for (const auto& k : expectation_keys()) {
       double v = -1;
       r.get(k.c_str(), v, 0, 1e6);
@@ -422,9 +519,23 @@ void apply_table(const toml::table& root, ApplyContext& ctx) {
              "isolation", "cat", "cpufreq", "prefetch", "weights", "spec", "engine",
              "expectations"});
   if (ctx.outermost) {
-    top.get("name", ctx.profile.name);
-    top.get("aliases", ctx.profile.aliases);
-    top.get("description", ctx.profile.description);
+    top.get_identifier("name", ctx.profile.name);
+    if (auto* n = top.node("aliases")) {
+      std::vector<std::string> aliases;
+      top.get("aliases", aliases);
+      for (const auto& a : aliases)
+        if (auto why = identifier_problem(a); !why.empty()) {
+          top.error(n->source(), fmt::format("aliases: {} {}", shown(a), why),
+                    fmt::format("use 1-{} of A-Z a-z 0-9 . _ -", kMaxIdentifier));
+          aliases.clear();
+          break;
+        }
+      if (aliases.size() > 16)
+        top.error(n->source(), "aliases lists more than 16 names", "keep the short ones");
+      else
+        ctx.profile.aliases = std::move(aliases);
+    }
+    top.get_text("description", ctx.profile.description, kLongText);
   }
   read_steps(root, ctx);
 }

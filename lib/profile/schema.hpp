@@ -5,6 +5,7 @@
 #include <toml++/toml.h>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "profile/loader.hpp"
@@ -24,6 +25,18 @@ void apply_table(const toml::table& root, ApplyContext& ctx);
 
 Diagnostic diag_at(const toml::source_region& where, const std::string& file, std::string what,
                    std::string fix);
+
+// Names (profile names, aliases, resctrl groups, path components) are
+// kept to a charset that is inert in file names, shell words and boot loader
+// config, and to a length no message or journal line suffers from.
+inline constexpr size_t kMaxIdentifier = 64;
+inline constexpr size_t kMaxPath = 255;
+// Why `v` is not a name: "" when it is. Starts with a letter or digit, then
+// A-Z a-z 0-9 . _ -, at most kMaxIdentifier.
+std::string identifier_problem(std::string_view v);
+// Why `v` is not an absolute path of such names ("" when it is), directly in
+// `dir` when dir is not empty, ending in `ext` when ext is not empty.
+std::string path_problem(std::string_view v, std::string_view dir, std::string_view ext);
 
 // Step names valid as [expectations] keys.
 const std::vector<std::string>& expectation_keys();

@@ -7,7 +7,9 @@
 #include <set>
 
 #include "common/cpulist.hpp"
+#include "host/capabilities.hpp"
 #include "profile/loader.hpp"
+#include "profile/resolve.hpp"
 
 namespace epyctune::profile {
 
@@ -71,6 +73,19 @@ void check_host_free(const Profile& p, Checker& c) {
   if (h.ccds_per_socket && h.l3_domains_per_socket && h.l3_domains_per_socket % h.ccds_per_socket)
     c.error("hardware.l3_domains_per_socket", "L3 domains are not a whole number per CCD",
             "a CCD holds one CCX (Zen 3/4) or two (Zen 4c)");
+  const CatStep& cat = p.cat;
+  // resctrl's own entries under /sys/fs/resctrl; a group by that name would
+  // write into them.
+  for (const char* reserved : {"info", "mon_groups", "mon_data"})
+    for (const auto& [key, group] : {std::pair{"cat.draft_group", cat.draft_group},
+                                     std::pair{"cat.verify_group", cat.verify_group}})
+      if (group == reserved)
+        c.error(key, fmt::format("\"{}\" is resctrl's own directory, not a group name", group),
+                "pick another name, e.g. \"epyctune-draft\"");
+  if (cat.draft_group == cat.verify_group)
+    c.error("cat.verify_group",
+            fmt::format("draft and verify share the resctrl group \"{}\"", cat.verify_group),
+            "give each side its own group");
   const PrefetchStep& pf = p.prefetch;
   check_msr_address(c, "prefetch.msr", pf.msr);
   if (pf.msr != 0xC0000108)
@@ -90,43 +105,51 @@ void check_host_free(const Profile& p, Checker& c) {
   }
 }
 
-uint64_t cbm_bits(const std::string& s) {
-  return std::stoull(s, nullptr, 16);
-}
-
 void check_host(const Profile& p, const host::Topology& t, Checker& c) {
   int ndom = static_cast<int>(t.l3_domains.size());
+  // One error per key, however many entries are wrong: a list such as
+  // "0-8191" on a 64-CPU host is one mistake.
   auto check_domains = [&](const char* key, const std::vector<int>& v) {
+    std::vector<int> bad;
     for (int d : v)
-      if (d >= ndom)
-        c.error(
-            key,
-            fmt::format("L3 domain {} does not exist: this host has {} (0-{})", d, ndom, ndom - 1),
-            "use L3 domain indices of this host (epyctune detect lists them)");
+      if (d >= ndom) bad.push_back(d);
+    if (!bad.empty())
+      c.error(key,
+              fmt::format("L3 domain{} {} {} not exist: this host has {} (0-{})",
+                          bad.size() > 1 ? "s" : "", common::format_cpulist(bad),
+                          bad.size() > 1 ? "do" : "does", ndom, ndom - 1),
+              "use L3 domain indices of this host (epyctune detect lists them)");
   };
   check_domains("partition.draft_l3", p.partition.draft_l3);
   check_domains("partition.verify_l3", p.partition.verify_l3);
+  std::vector<int> bad_cores;
   for (int core : p.partition.housekeeping_cores)
-    if (core >= t.n_cores())
-      c.error("partition.housekeeping_cores",
-              fmt::format("core {} does not exist: this host has {} cores (0-{})", core,
-                          t.n_cores(), t.n_cores() - 1),
-              "use core indices of this host");
+    if (core >= t.n_cores()) bad_cores.push_back(core);
+  if (!bad_cores.empty())
+    c.error("partition.housekeeping_cores",
+            fmt::format("core{} {} {} not exist: this host has {} cores (0-{})",
+                        bad_cores.size() > 1 ? "s" : "", common::format_cpulist(bad_cores),
+                        bad_cores.size() > 1 ? "do" : "does", t.n_cores(), t.n_cores() - 1),
+            "use core indices of this host");
+  std::vector<int> offline;
   for (int cpu : p.partition.housekeeping_cpus)
     if (!std::binary_search(t.online_cpus.begin(), t.online_cpus.end(), cpu))
-      c.error("partition.housekeeping_cpus",
-              fmt::format("CPU {} is not online on this host (online: {})", cpu,
-                          common::format_cpulist(t.online_cpus)),
-              "list online CPUs only");
+      offline.push_back(cpu);
+  if (!offline.empty())
+    c.error("partition.housekeeping_cpus",
+            fmt::format("CPU{} {} {} not online on this host (online: {})",
+                        offline.size() > 1 ? "s" : "", common::format_cpulist(offline),
+                        offline.size() > 1 ? "are" : "is", common::format_cpulist(t.online_cpus)),
+            "list online CPUs only");
 
   // Hugepages must leave the node room to run: at most 90% of its memory.
   const NumaStep& n = p.numa;
   int cpu_nodes = 0;
   for (const auto& node : t.numa_nodes) cpu_nodes += node.cpus.empty() ? 0 : 1;
-  uint64_t per_node_2m =
-      n.hugepages_2m_per_node >= 0
-          ? static_cast<uint64_t>(n.hugepages_2m_per_node) << 21
-          : static_cast<uint64_t>(n.model_gb * 1e9 * n.hugepage_headroom / std::max(cpu_nodes, 1));
+  uint64_t per_node_2m = n.hugepages_2m_per_node >= 0
+                             ? static_cast<uint64_t>(n.hugepages_2m_per_node) << 21
+                             : static_cast<uint64_t>(auto_hugepages_2m_per_node(n, cpu_nodes))
+                                   << 21;
   uint64_t need = per_node_2m + (static_cast<uint64_t>(n.hugepages_1g_per_node) << 30);
   for (const auto& node : t.numa_nodes) {
     if (node.cpus.empty() || node.memory_bytes == 0) continue;
@@ -146,30 +169,29 @@ void check_host(const Profile& p, const host::Topology& t, Checker& c) {
   }
 }
 
-void check_resctrl(const Profile& p, const host::Sysroot& root, Checker& c) {
-  auto mask = root.read_value("/sys/fs/resctrl/info/L3/cbm_mask");
-  if (!mask || mask->empty()) return;  // resctrl not mounted: the cat step reports it
-  uint64_t full = 0;
-  int min_bits = 1;
-  try {
-    full = std::stoull(*mask, nullptr, 16);
-    if (auto m = root.read_value("/sys/fs/resctrl/info/L3/min_cbm_bits")) min_bits = std::stoi(*m);
-  } catch (const std::logic_error&) {
-    return;  // unreadable resctrl info: the cat step reports the host, not the profile
-  }
+void check_cat(const Profile& p, const host::ResctrlL3& l3, Checker& c) {
+  const CatStep& cat = p.cat;
+  if (!cat.enabled || !l3.present) return;  // no L3 CAT here: the cat step says so
+  if (!l3.error.empty())
+    return c.error("cat.enabled", l3.error,
+                   "fix the host's resctrl, or set cat.enabled = false (or skip step 4)");
+  if (l3.num_closids < 3)
+    c.error("cat.enabled",
+            fmt::format("this host offers {} resctrl CLOSIDs (info/L3/num_closids); the cat "
+                        "step needs 3: the root group, {} and {}",
+                        l3.num_closids, cat.draft_group, cat.verify_group),
+            "set cat.enabled = false, or skip step 4 (--steps)");
   auto check = [&](const char* key, const std::string& cbm) {
     if (cbm == "all") return;
-    uint64_t v = cbm_bits(cbm);
-    if (v & ~full)
-      c.error(key, fmt::format("mask {} has bits outside this host's cbm_mask {}", cbm, *mask),
-              fmt::format("use bits within {} (info/L3/cbm_mask)", *mask));
-    else if (std::popcount(v) < min_bits)
-      c.error(key, fmt::format("mask {} has fewer than min_cbm_bits = {} ways", cbm, min_bits),
-              "give the group more ways");
+    auto why = host::cat_mask_problem(std::stoull(cbm, nullptr, 16), l3);
+    if (!why.empty())
+      c.error(key, why,
+              fmt::format("use at least {}{} bits within {:x}, or \"all\"", l3.min_cbm_bits,
+                          l3.sparse_masks ? "" : " contiguous", l3.cbm_mask));
   };
-  check("cat.draft_cbm", p.cat.draft_cbm);
-  check("cat.verify_cbm", p.cat.verify_cbm);
-  check("cat.default_cbm", p.cat.default_cbm);
+  check("cat.draft_cbm", cat.draft_cbm);
+  check("cat.verify_cbm", cat.verify_cbm);
+  check("cat.default_cbm", cat.default_cbm);
 }
 
 }  // namespace
@@ -178,7 +200,13 @@ void validate_profile(const Profile& p, const host::Topology* topo, const host::
   Checker c(p);
   check_host_free(p, c);
   if (topo) check_host(p, *topo, c);
-  if (root) check_resctrl(p, *root, c);
+  if (root) check_cat(p, host::probe_resctrl_l3(*root, topo ? topo->cpu : host::CpuIdentity{}), c);
+  c.finish();
+}
+
+void validate_cat(const Profile& p, const host::ResctrlL3& l3) {
+  Checker c(p);
+  check_cat(p, l3, c);
   c.finish();
 }
 

@@ -1,5 +1,7 @@
 #include "stack/session.hpp"
 
+#include <algorithm>
+
 #include "host/discover.hpp"
 #include "profile/loader.hpp"
 #include "profile/resolve.hpp"
@@ -26,9 +28,15 @@ Session open_session(const SessionOptions& opts) {
     if (!opts.force) throw;
     partition_error = e.what();
   }
+  // Host facts once for the whole run: every step and check reads these.
+  host::Capabilities caps = host::probe_capabilities(sys, topo);
+  // A CAT mask this host cannot take is the profile's error, refused here
+  // (plan, apply and verify alike) rather than skipped when applying.
+  if (std::find(steps.begin(), steps.end(), 4) != steps.end())
+    profile::validate_cat(prof, caps.l3cat);
   Session s{sys, std::move(topo),  std::move(prof), std::move(part), steps,
-            {},  match.mismatches, partition_error};
-  StepContext ctx{s.sys, s.profile, s.topo, s.part, partition_error};
+            {},  match.mismatches, partition_error, std::move(caps)};
+  StepContext ctx{s.sys, s.profile, s.topo, s.part, partition_error, &s.caps};
   s.knobs = build_knobs(ctx, s.steps);
   return s;
 }

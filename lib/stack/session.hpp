@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "host/capabilities.hpp"
 #include "host/sysroot.hpp"
 #include "host/topology.hpp"
 #include "profile/profile.hpp"
@@ -30,6 +31,7 @@ struct Session {
   std::vector<Knob> knobs;
   std::vector<std::string> mismatches;  // what --force overrode
   std::string partition_error;          // forced: why the partition could not be resolved
+  host::Capabilities caps;              // host facts, probed once; the knobs' ctx points here
 };
 
 // Throws profile::ProfileError, host::DiscoveryError or std::invalid_argument

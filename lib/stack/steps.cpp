@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 
@@ -113,7 +114,11 @@ std::vector<int> parse_steps(const std::string& spec) {
   return out;
 }
 
-std::vector<Knob> build_knobs(const StepContext& ctx, const std::vector<int>& steps) {
+std::vector<Knob> build_knobs(const StepContext& given, const std::vector<int>& steps) {
+  std::optional<host::Capabilities> probed;
+  if (!given.caps) probed = host::probe_capabilities(given.sys, given.topo);
+  StepContext ctx = given;
+  if (probed) ctx.caps = &*probed;
   using Builder = std::vector<Knob> (*)(const StepContext&);
   static const Builder builders[] = {bios_knobs,    numa_knobs,     isolation_knobs, cat_knobs,
                                      cpufreq_knobs, prefetch_knobs, weights_knobs,   spec_knobs};

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "host/capabilities.hpp"
 #include "host/sysroot.hpp"
 #include "host/topology.hpp"
 #include "profile/profile.hpp"
@@ -21,6 +22,10 @@ struct StepContext {
   // Non-empty when the profile's partition does not fit this host and the
   // command was forced: knobs that need the partition are unsupported with it.
   std::string partition_error;
+  // What the host offers, probed once per run (open_session); build_knobs
+  // probes once itself when this is null. Steps read host facts from here
+  // and from topo, never from sysfs again.
+  const host::Capabilities* caps = nullptr;
 };
 
 struct StepInfo {

@@ -32,8 +32,8 @@ spec=$(gen -p "hello world" --model-draft "$base/t.gguf" --draft-max 3 --draft-m
 out=$(gen -p a --model-draft "$base/t.gguf" --draft-max 2 --draft-min 3 2>&1) && fail "draft-min > draft-max accepted"
 grep -q -- "--draft-min" <<<"$out" || fail "draft-min message: $out"
 md=$(gen -p "hello world" -md "$base/t.gguf" --draft-max 3 --draft-min 2 --spec-mode shared)
-[[ $md == "$spec" ]] || [[ $(json 'j["tokens"], j["spec"]["enabled"]' <<<"$md") == $(json 'j["tokens"], j["spec"]["enabled"]' <<<"$spec") ]] ||
-  fail "-md is not --model-draft"
+[[ "$(json 'j["tokens"], j["spec"]["enabled"], j["spec"]["drafted"]' <<<"$md")" == \
+   "$(json 'j["tokens"], j["spec"]["enabled"], j["spec"]["drafted"]' <<<"$spec")" ]] || fail "-md is not --model-draft"
 gen -p a --draft "$base/t.gguf" >/dev/null 2>&1 && fail "old --draft accepted"
 gen -p a --draft-len 2 >/dev/null 2>&1 && fail "old --draft-len accepted"
 

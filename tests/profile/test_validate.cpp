@@ -3,6 +3,7 @@
 #include "fixture/fixture_cache.hpp"
 #include "host/discover.hpp"
 #include "profile/loader.hpp"
+#include "profile/resolve.hpp"
 
 using namespace epyctune;
 using namespace epyctune::profile;
@@ -57,7 +58,7 @@ TEST_CASE("host checks: hugepages vs node memory") {
 TEST_CASE("host checks: cache-way masks vs cbm_mask") {
   auto d = host_fails("include = \"9354\"\n[cat]\ndraft_cbm = \"1ffff\"\n", "9354");
   CHECK(d.line == 3);
-  CHECK(d.what == "mask 1ffff has bits outside this host's cbm_mask ffff");
+  CHECK(d.what == "mask 1ffff has bits outside this host's info/L3/cbm_mask ffff");
 }
 
 TEST_CASE("cross-key checks need no host") {
@@ -74,4 +75,20 @@ TEST_CASE("cross-key checks need no host") {
       doctest::Contains("DC_CFG"), ProfileError);
   CHECK_THROWS_WITH_AS(load_profile_text("include = \"base\"\n[bios]\nexpect_nps = 3\n", "u.toml"),
                        doctest::Contains("NPS3 is not offered"), ProfileError);
+}
+
+TEST_CASE("hugepages: validate sizes 'auto' in GiB = 2^30, as the numa step reserves it") {
+  NumaStep n;
+  n.model_gb = 1.0;
+  n.hugepage_headroom = 1.0;
+  CHECK(auto_hugepages_2m_per_node(n, 1) == 512);  // 2^30 / 2 MiB
+  CHECK(auto_hugepages_2m_per_node(n, 2) == 256);
+  n.model_gb = 0;
+  CHECK(auto_hugepages_2m_per_node(n, 1) == 0);
+  // 9354 NPS1, one node; 90% of it is ~343.8 GiB. 320 "GB" x 1.10 headroom is
+  // 352 GiB when GB means 2^30 (too much), but 328 GiB were it 1e9 (fits):
+  // the check must refuse what the step would reserve.
+  auto d = host_fails("include = \"9354\"\n[numa]\nmodel_gb = 320.0\n", "9354");
+  CHECK(d.line == 3);
+  CHECK(d.what.find("hugepages need 352.0 GiB") != std::string::npos);
 }

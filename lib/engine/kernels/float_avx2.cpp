@@ -4,8 +4,8 @@
 #include <immintrin.h>
 
 #include "engine/kernels/blocks.hpp"
+#include "engine/kernels/float_matmul.hpp"
 #include "engine/kernels/kernel_table.hpp"
-#include "engine/kernels/tile_driver.hpp"
 #include "engine/kernels/vec_math.hpp"
 
 namespace epyctune::engine::kernels::detail {
@@ -20,7 +20,7 @@ inline float reduce(__m256 lo, __m256 hi) {
   return _mm_cvtss_f32(_mm_add_ss(r, _mm_shuffle_ps(r, r, 1)));
 }
 
-enum class F { f32, f16, bf16 };
+using F = FloatWeights;
 
 // Eight weights from element i; n < 8 loads only the first n (rest zero).
 template <F kF>
@@ -86,15 +86,12 @@ void row_tile(const uint8_t* row, int64_t k, const float* const* x, float* out) 
   for (int t = 0; t < T; ++t) out[t] = reduce(acc[t][0], acc[t][1]);
 }
 
-template <F kF>
-void matmul(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
-            int64_t r0, int64_t r1) {
-  drive_tiles<kMaxTokens, float>(
-      w, w_row_bytes, acts, y, ldy, r0, r1,
-      [&](auto T, const uint8_t* row, const float* const* rows, float* out) {
-        row_tile<kF, decltype(T)::value>(row, acts.k, rows, out);
-      });
-}
+struct Tile {
+  template <F kF, int T>
+  static void run(const uint8_t* row, int64_t k, const float* const* x, float* out) {
+    row_tile<kF, T>(row, k, x, out);
+  }
+};
 
 }  // namespace
 
@@ -134,9 +131,7 @@ void axpy_avx2(float* y, float a, const float* x, int64_t n) {
 EPYCTUNE_VEC_MATH_DEFINE(avx2, 8)
 
 void fill_avx2_table_float(MatmulTable& t) {
-  t.f32 = matmul<F::f32>;
-  t.f16 = matmul<F::f16>;
-  t.bf16 = matmul<F::bf16>;
+  fill_float_entries<Tile, kMaxTokens>(t);
 }
 
 }  // namespace epyctune::engine::kernels::detail

@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
+#include <string_view>
 
 #include "common/cpulist.hpp"
 #include "stack/steps.hpp"
@@ -31,12 +33,22 @@ std::string irqbalance_state(const host::Sysroot& sys) {
   return "not running";
 }
 
+// Only these characters ever reach the drop-in: the loader confines names to
+// them, and the parameters are fixed words and formatted CPU lists. Checked
+// again here because the file is shell that update-grub sources as root.
+bool inert(const std::string& s, std::string_view extra) {
+  return std::all_of(s.begin(), s.end(), [&](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || extra.find(c) != std::string_view::npos;
+  });
+}
+
 std::string dropin_text(const StepContext& ctx, const std::string& params) {
+  const std::string& name = ctx.profile.name;
   return fmt::format(
       "# Written by `epyctune apply --profile {}`; `epyctune revert` removes it.\n"
       "# Boot parameters that isolate the inference CPUs. Run update-grub, then reboot.\n"
       "GRUB_CMDLINE_LINUX_DEFAULT=\"$GRUB_CMDLINE_LINUX_DEFAULT {}\"\n",
-      ctx.profile.name, params);
+      name.size() <= 64 && inert(name, "._-") ? name : "(unnamed)", params);
 }
 
 void add_boot_knobs(const StepContext& ctx, std::vector<Knob>& knobs,
@@ -58,6 +70,11 @@ void add_boot_knobs(const StepContext& ctx, std::vector<Knob>& knobs,
   for (const auto& p : params)
     if (p.on) cmdline += (cmdline.empty() ? "" : " ") + p.name + "=" + p.value;
   if (cmdline.empty()) return;
+  if (!inert(cmdline, "_=,- ")) {
+    knobs.push_back(unsupported_knob(kStep, "bootloader drop-in", iso.bootloader_dropin,
+                                     "refused: the boot parameters are not plain CPU lists"));
+    return;
+  }
 
   const std::string& path = iso.bootloader_dropin;
   std::string fixer_key;

@@ -4,8 +4,6 @@
 // launches, so this step only shapes the groups.
 #include <fmt/format.h>
 
-#include <bit>
-
 #include "stack/steps.hpp"
 #include "stack/text_util.hpp"
 
@@ -16,18 +14,15 @@ namespace {
 constexpr const char* kStep = "cat";
 constexpr const char* kRoot = "/sys/fs/resctrl";
 
-struct CbmRules {
-  uint64_t cbm_mask = 0;
-  int min_bits = 1;
-  int closids = 0;
-};
-
-// A profile mask resolved and checked against the hardware; "" + reason when bad.
-std::string resolve_mask(const std::string& text, const std::string& field, const CbmRules& r,
-                         std::string& reason) {
+// A profile mask ("all" or hex, as the loader accepted it) resolved and
+// checked against the host; "" + reason when bad. open_session refuses a
+// profile with a bad mask before any knob exists; this keeps knobs built
+// without a session (tests, forced plans) from writing one.
+std::string resolve_mask(const std::string& text, const std::string& field,
+                         const host::ResctrlL3& l3, std::string& reason) {
   uint64_t m = 0;
   if (text == "all") {
-    m = r.cbm_mask;
+    m = l3.cbm_mask;
   } else {
     try {
       m = parse_u64(text.rfind("0x", 0) == 0 ? text : "0x" + text);
@@ -36,17 +31,10 @@ std::string resolve_mask(const std::string& text, const std::string& field, cons
       return "";
     }
   }
-  if (m & ~r.cbm_mask) {
-    reason = fmt::format("profile cat.{} = {:#x} sets bits outside info/L3/cbm_mask {:#x}", field,
-                         m, r.cbm_mask);
+  if (auto why = host::cat_mask_problem(m, l3); !why.empty()) {
+    reason = fmt::format("profile cat.{}: {}", field, why);
     return "";
   }
-  if (std::popcount(m) < r.min_bits) {
-    reason = fmt::format("profile cat.{} = {:#x} has {} bits; info/L3/min_cbm_bits is {}", field, m,
-                         std::popcount(m), r.min_bits);
-    return "";
-  }
-  // AMD accepts sparse (non-contiguous) masks, so contiguity is not checked.
   return fmt::format("{:x}", m);
 }
 
@@ -68,12 +56,10 @@ std::vector<Knob> cat_knobs(const StepContext& ctx) {
   const auto& cat = ctx.profile.cat;
   std::vector<Knob> knobs;
   if (!cat.enabled) return knobs;
-  const auto& sys = ctx.sys;
   std::string info = std::string(kRoot) + "/info/L3";
-  if (!sys.exists(info + "/cbm_mask")) {
-    auto fs = sys.read("/proc/filesystems").value_or("");
-    bool kernel = fs.find("resctrl") != std::string::npos;
-    if (kernel && !sys.exists(std::string(kRoot) + "/schemata")) {
+  if (!ctx.caps->l3cat.present) {
+    bool kernel = ctx.caps->resctrl_kernel;
+    if (kernel && !ctx.caps->resctrl_mounted) {
       auto k = check_knob(kStep, "resctrl mounted", "resctrl-mount", "not mounted", "mounted",
                           "resctrl is not mounted: run `mount -t resctrl resctrl /sys/fs/resctrl` "
                           "as root (CAP_SYS_ADMIN), or add it to /etc/fstab");
@@ -88,22 +74,15 @@ std::vector<Knob> cat_knobs(const StepContext& ctx) {
     }
     return knobs;
   }
-  CbmRules rules;
-  try {
-    rules.cbm_mask = parse_u64("0x" + sys.read_value(info + "/cbm_mask").value_or("0"));
-    rules.min_bits =
-        static_cast<int>(parse_u64(sys.read_value(info + "/min_cbm_bits").value_or("1")));
-    rules.closids =
-        static_cast<int>(parse_u64(sys.read_value(info + "/num_closids").value_or("0")));
-  } catch (const std::exception& e) {
-    knobs.push_back(unsupported_knob(kStep, "L3 CAT", info,
-                                     fmt::format("cannot parse {}: {}", info, e.what())));
+  const host::ResctrlL3& rules = ctx.caps->l3cat;
+  if (!rules.error.empty()) {
+    knobs.push_back(unsupported_knob(kStep, "L3 CAT", info, rules.error));
     return knobs;
   }
-  if (rules.closids < 3) {
+  if (rules.num_closids < 3) {
     knobs.push_back(
         unsupported_knob(kStep, "L3 CAT", info + "/num_closids",
-                         fmt::format("num_closids is {}: need 3 (root, {}, {})", rules.closids,
+                         fmt::format("num_closids is {}: need 3 (root, {}, {})", rules.num_closids,
                                      cat.draft_group, cat.verify_group)));
     return knobs;
   }

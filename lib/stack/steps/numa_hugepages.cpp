@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "profile/resolve.hpp"
 #include "stack/steps.hpp"
 
 namespace epyctune::stack {
@@ -92,9 +93,7 @@ std::vector<Knob> numa_knobs(const StepContext& ctx) {
       per_node = 0;
     } else {
       // The weights are spread over the inference nodes; headroom covers the KV cache.
-      double bytes = n.model_gb * 1073741824.0 * n.hugepage_headroom;
-      per_node = static_cast<int64_t>(
-          std::ceil(bytes / static_cast<double>(nodes.size()) / (2.0 * 1048576.0)));
+      per_node = profile::auto_hugepages_2m_per_node(n, static_cast<int>(nodes.size()));
     }
   }
   if (per_node > 0) add_hugepages(ctx, knobs, 2048, per_node, "numa.hugepages_2m_per_node");

@@ -30,9 +30,8 @@ std::string refusal(const StepContext& ctx) {
   if (!cpu.prefetch_control)
     return "refused: CPUID Fn8000_0021 EAX[13] (PrefetchControl) is not set on this CPU "
            "(hypervisors often hide it)";
-  auto lockdown = ctx.sys.read("/sys/kernel/security/lockdown").value_or("");
-  if (lockdown.find("[integrity]") != std::string::npos ||
-      lockdown.find("[confidentiality]") != std::string::npos)
+  const auto& lockdown = ctx.caps->lockdown;
+  if (lockdown == "integrity" || lockdown == "confidentiality")
     return "kernel lockdown is on (/sys/kernel/security/lockdown): MSR writes are blocked";
   return "";
 }
