@@ -140,32 +140,47 @@ nlohmann::json to_json(const StepwiseResult& r, const ReportContext& c) {
           {"rows", rows}};
 }
 
-std::string to_svg(const StepwiseResult& r, const ReportContext& c) {
-  const int n = static_cast<int>(r.rows.size());
-  const double W = 120.0 * std::max(n, 1) + 140, H = 460;
-  const double left = 80, right = 40, top = 60, bottom = 110;
-  const double plot_w = W - left - right, plot_h = H - top - bottom;
+namespace {
+
+// Where things go on the chart: one slot per row, values scaled to a round top.
+struct Chart {
+  double W = 0, H = 460, left = 80, right = 40, top = 60, bottom = 110;
+  double plot_w = 0, plot_h = 0, top_v = 1, slot = 0, bar = 0;
+  double y(double v) const { return top + plot_h * (1 - v / top_v); }
+  double cx(int i) const { return left + slot * (i + 0.5); }
+};
+
+Chart chart_geometry(const StepwiseResult& r) {
+  Chart g;
+  const int n = std::max(static_cast<int>(r.rows.size()), 1);
+  g.W = 120.0 * n + 140;
+  g.plot_w = g.W - g.left - g.right;
+  g.plot_h = g.H - g.top - g.bottom;
   double ymax = 0;
   for (const auto& row : r.rows)
     if (row.measured) ymax = std::max(ymax, row.tok_s.max);
   if (ymax <= 0) ymax = 1;
   // A round upper bound: 1, 2 or 5 times a power of ten.
   const double mag = std::pow(10.0, std::floor(std::log10(ymax)));
-  double top_v = mag;
+  g.top_v = mag;
   for (double m : {1.0, 2.0, 5.0, 10.0})
     if (m * mag >= ymax * 1.1) {
-      top_v = m * mag;
+      g.top_v = m * mag;
       break;
     }
-  auto y = [&](double v) { return top + plot_h * (1 - v / top_v); };
-  const double slot = plot_w / std::max(n, 1), bar = slot * 0.55;
+  g.slot = g.plot_w / n;
+  g.bar = g.slot * 0.55;
+  return g;
+}
+
+std::string svg_frame(const Chart& g, const StepwiseResult& r, const ReportContext& c) {
   std::string s = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0:.0f}\" height=\"{1:.0f}\" "
       "viewBox=\"0 0 {0:.0f} {1:.0f}\" font-family=\"sans-serif\" font-size=\"12\">\n"
       "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
-      W, H);
+      g.W, g.H);
   s += fmt::format(
-      "<text x=\"{:.0f}\" y=\"24\" font-size=\"15\" font-weight=\"bold\">{}</text>\n", left,
+      "<text x=\"{:.0f}\" y=\"24\" font-size=\"15\" font-weight=\"bold\">{}</text>\n", g.left,
       xml_escape(fmt::format(
           "tok/s step by step: {}{} on profile {}",
           std::filesystem::path(c.model).filename().string(),
@@ -173,79 +188,102 @@ std::string to_svg(const StepwiseResult& r, const ReportContext& c) {
                           : " (draft " + std::filesystem::path(c.draft).filename().string() + ")",
           c.profile)));
   s += fmt::format(
-      "<text x=\"{:.0f}\" y=\"42\" fill=\"#555\">{}</text>\n", left,
+      "<text x=\"{:.0f}\" y=\"42\" fill=\"#555\">{}</text>\n", g.left,
       xml_escape(fmt::format("median of {} interleaved runs per step; whiskers: min-max; "
                              "green/red: significant gain/loss, grey: within noise",
                              r.rounds)));
   for (int i = 0; i <= 5; ++i) {
-    const double v = top_v * i / 5;
+    const double v = g.top_v * i / 5;
     s += fmt::format(
         "<line x1=\"{0:.1f}\" x2=\"{1:.1f}\" y1=\"{2:.1f}\" y2=\"{2:.1f}\" stroke=\"#ddd\"/>"
         "<text x=\"{3:.1f}\" y=\"{4:.1f}\" text-anchor=\"end\">{5:g}</text>\n",
-        left, left + plot_w, y(v), left - 6, y(v) + 4, v);
+        g.left, g.left + g.plot_w, g.y(v), g.left - 6, g.y(v) + 4, v);
   }
   s += fmt::format(
       "<text transform=\"translate(20,{:.0f}) rotate(-90)\" text-anchor=\"middle\">tok/s</text>\n",
-      top + plot_h / 2);
-  double prev_median = 0, prev_right = left;
-  for (int i = 0; i < n; ++i) {
-    const auto& row = r.rows[static_cast<size_t>(i)];
-    const double cx = left + slot * (i + 0.5), x0 = cx - bar / 2;
-    s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n", cx,
-                     top + plot_h + 18,
-                     xml_escape(fmt::format("{} {}", row.ref.step, row.ref.name)));
-    if (!row.measured) {
-      // "needs reboot: not measured" on two lines, split at the colon.
-      const auto colon = row.status.find(": ");
-      const std::string l1 = row.status.substr(0, colon == std::string::npos ? 28 : colon + 1);
-      const std::string l2 = colon == std::string::npos ? "" : row.status.substr(colon + 2, 28);
-      for (const auto& [line, dy] : {std::pair{l1, 34.0}, std::pair{l2, 47.0}})
-        s += fmt::format(
-            "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" fill=\"#a60\" "
-            "font-size=\"10\">{}</text>\n",
-            cx, top + plot_h + dy, xml_escape(line));
-      continue;
-    }
-    const double m = row.tok_s.median;
-    const double from = i == 0 ? 0 : prev_median;
-    std::string fill = "#4a78b5";
-    if (row.vs_prev)
-      fill = row.vs_prev->verdict != Verdict::significant ? "#9a9a9a"
-             : row.delta_prev >= 0                        ? "#3a9a4a"
-                                                          : "#c0392b";
-    const double y_hi = y(std::max(from, m)), y_lo = y(std::min(from, m));
-    s += fmt::format(
-        "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\"/>\n", x0,
-        y_hi, bar, std::max(1.0, y_lo - y_hi), fill);
-    if (i > 0)  // the connector from the previous level
-      s += fmt::format(
-          "<line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#333\" "
-          "stroke-dasharray=\"3,2\"/>\n",
-          prev_right, x0, y(from), y(from));
-    s += fmt::format(
-        "<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1:.1f}\" y2=\"{2:.1f}\" stroke=\"black\"/>"
-        "<line x1=\"{3:.1f}\" x2=\"{4:.1f}\" y1=\"{1:.1f}\" y2=\"{1:.1f}\" stroke=\"black\"/>"
-        "<line x1=\"{3:.1f}\" x2=\"{4:.1f}\" y1=\"{2:.1f}\" y2=\"{2:.1f}\" stroke=\"black\"/>\n",
-        cx, y(row.tok_s.min), y(row.tok_s.max), cx - 6, cx + 6);
-    s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{:.2f}</text>\n", cx,
-                     y(row.tok_s.max) - 6, m);
-    if (row.vs_prev)
-      s += fmt::format(
-          "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" font-size=\"10\" "
-          "fill=\"#333\">{} ({})</text>\n",
-          cx, top + plot_h + 34, pct(row.delta_prev), verdict_name(row.vs_prev->verdict));
-    if (row.roofline_tok_s > 0 && row.roofline_tok_s <= top_v)
-      s += fmt::format(
-          "<line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#e67e22\" "
-          "stroke-width=\"2\"/>\n",
-          x0 - 4, x0 + bar + 4, y(row.roofline_tok_s), y(row.roofline_tok_s));
-    prev_median = m;
-    prev_right = x0 + bar;
-  }
+      g.top + g.plot_h / 2);
   s += fmt::format(
-      "<text x=\"{:.0f}\" y=\"{:.0f}\" fill=\"#555\">{}</text>\n", left, H - 30,
+      "<text x=\"{:.0f}\" y=\"{:.0f}\" fill=\"#555\">{}</text>\n", g.left, g.H - 30,
       xml_escape("orange tick: roofline (read bandwidth on the CPUs used / bytes per token), "
                  "drawn when it fits the scale"));
+  return s;
+}
+
+// "needs reboot: not measured" on two lines, split at the colon.
+std::string svg_status(const Chart& g, double cx, const std::string& status) {
+  const auto colon = status.find(": ");
+  const std::string l1 = status.substr(0, colon == std::string::npos ? 28 : colon + 1);
+  const std::string l2 = colon == std::string::npos ? "" : status.substr(colon + 2, 28);
+  std::string s;
+  for (const auto& [line, dy] : {std::pair{l1, 34.0}, std::pair{l2, 47.0}})
+    s += fmt::format(
+        "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" fill=\"#a60\" "
+        "font-size=\"10\">{}</text>\n",
+        cx, g.top + g.plot_h + dy, xml_escape(line));
+  return s;
+}
+
+// One measured row: the bar from `from` to its median, the dashed connector
+// from the previous bar's right edge, min-max whiskers, labels, roofline tick.
+std::string svg_bar(const Chart& g, const Row& row, double cx, double from, double prev_right,
+                    bool first) {
+  const double x0 = cx - g.bar / 2, m = row.tok_s.median;
+  std::string fill = "#4a78b5";
+  if (row.vs_prev)
+    fill = row.vs_prev->verdict != Verdict::significant ? "#9a9a9a"
+           : row.delta_prev >= 0                        ? "#3a9a4a"
+                                                        : "#c0392b";
+  const double y_hi = g.y(std::max(from, m)), y_lo = g.y(std::min(from, m));
+  std::string s = fmt::format(
+      "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\"/>\n", x0,
+      y_hi, g.bar, std::max(1.0, y_lo - y_hi), fill);
+  if (!first)
+    s += fmt::format(
+        "<line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#333\" "
+        "stroke-dasharray=\"3,2\"/>\n",
+        prev_right, x0, g.y(from), g.y(from));
+  s += fmt::format(
+      "<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1:.1f}\" y2=\"{2:.1f}\" stroke=\"black\"/>"
+      "<line x1=\"{3:.1f}\" x2=\"{4:.1f}\" y1=\"{1:.1f}\" y2=\"{1:.1f}\" stroke=\"black\"/>"
+      "<line x1=\"{3:.1f}\" x2=\"{4:.1f}\" y1=\"{2:.1f}\" y2=\"{2:.1f}\" stroke=\"black\"/>\n",
+      cx, g.y(row.tok_s.min), g.y(row.tok_s.max), cx - 6, cx + 6);
+  s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{:.2f}</text>\n", cx,
+                   g.y(row.tok_s.max) - 6, m);
+  if (row.vs_prev)
+    s += fmt::format(
+        "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" font-size=\"10\" "
+        "fill=\"#333\">{} ({})</text>\n",
+        cx, g.top + g.plot_h + 34, pct(row.delta_prev), verdict_name(row.vs_prev->verdict));
+  if (row.roofline_tok_s > 0 && row.roofline_tok_s <= g.top_v)
+    s += fmt::format(
+        "<line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#e67e22\" "
+        "stroke-width=\"2\"/>\n",
+        x0 - 4, x0 + g.bar + 4, g.y(row.roofline_tok_s), g.y(row.roofline_tok_s));
+  return s;
+}
+
+}  // namespace
+
+std::string to_svg(const StepwiseResult& r, const ReportContext& c) {
+  const Chart g = chart_geometry(r);
+  std::string s = svg_frame(g, r, c);
+  double prev_median = 0, prev_right = g.left;
+  bool first = true;
+  for (size_t i = 0; i < r.rows.size(); ++i) {
+    const auto& row = r.rows[i];
+    const double cx = g.cx(static_cast<int>(i));
+    s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n", cx,
+                     g.top + g.plot_h + 18,
+                     xml_escape(fmt::format("{} {}", row.ref.step, row.ref.name)));
+    if (!row.measured) {
+      s += svg_status(g, cx, row.status);
+      continue;
+    }
+    s += svg_bar(g, row, cx, first ? 0 : prev_median, prev_right, first);
+    first = false;
+    prev_median = row.tok_s.median;
+    prev_right = cx + g.bar / 2;
+  }
   s += "</svg>\n";
   return s;
 }
