@@ -23,10 +23,12 @@
 #include <vector>
 
 #include "apps/epyctune-engine/commands.hpp"
+#include "apps/epyctune-engine/launch_options.hpp"
 #include "apps/epyctune-engine/progress.hpp"
 #include "common/cpulist.hpp"
 #include "engine/kernels/kernels.hpp"
 #include "engine/model/llama_model.hpp"
+#include "engine/placement/launch_setup.hpp"
 #include "engine/runtime/bandwidth.hpp"
 #include "engine/runtime/cpus.hpp"
 #include "engine/runtime/thread_pool.hpp"
@@ -55,6 +57,7 @@ struct BenchOptions {
   std::string kv = "f16";
   std::string isa;
   int bw_mib = 1024;
+  engine::placement::LaunchOptions launch;
 };
 
 struct Stats {
@@ -348,14 +351,28 @@ int run_bench(const BenchOptions& o) {
   using namespace engine;
   try {
     if (!o.isa.empty()) select_isa(o.isa);
+    // A launch config's partition: the target's pool on its verify CPUs,
+    // its workers in the verify group, its weights on the target nodes.
+    std::unique_ptr<placement::LaunchSetup> launch;
+    if (!o.launch.launch_config.empty()) {
+      if (!o.cpus.empty() || o.threads > 0 || o.mmap || o.numa != "none" || o.hugepages)
+        throw std::invalid_argument(
+            "--launch-config sets CPUs and memory: drop "
+            "--cpus/--threads/--numa/--hugepages/--mmap");
+      launch = std::make_unique<placement::LaunchSetup>(o.launch);
+    }
     std::vector<int> cpus =
         o.cpus.empty() ? runtime::first_cpus(o.threads) : runtime::parse_cpus(o.cpus);
-    runtime::ThreadPool pool(cpus, true);
+    auto pool_ptr = launch && launch->has_partition()
+                        ? launch->make_pool("verify")
+                        : std::make_unique<runtime::ThreadPool>(cpus, true);
+    runtime::ThreadPool& pool = *pool_ptr;
 
     BenchResult r;
     r.read_s = time_file_read(o.model, r.file_bytes);
     const int max_k = *std::max_element(o.batches.begin(), o.batches.end());
     ModelOptions mo = model_options(o, max_k);
+    if (launch) launch->apply_memory_policy(mo, false);
     ProgressLine line("load");
     if (line.enabled())
       mo.progress = [&](std::string_view stage, uint64_t done, uint64_t total) {
@@ -365,6 +382,12 @@ int run_bench(const BenchOptions& o) {
     auto model = LlamaModel::load(o.model, pool, mo);
     r.load_s = since(t0);
     line.finish();
+    if (launch) {
+      launch->bind_kv(*model, false);
+      if (launch->has_partition()) launch->record_driver("verify", pool);
+      if (auto e = launch->thread_errors(); !e.empty())
+        throw std::runtime_error("threads are not where the launch config puts them:\n" + e);
+    }
     if (o.ctx + max_k > model->n_ctx())
       throw std::invalid_argument(fmt::format("--ctx {} + batch {} exceeds the model's n_ctx {}",
                                               o.ctx, max_k, model->n_ctx()));
@@ -380,10 +403,21 @@ int run_bench(const BenchOptions& o) {
     r.batches = batch_rows(o, *model, pool.size(), r.sm, r.median_pass);
     within_repetition_ratios(o, *model, r);
     r.pool_cost = measure_pool(o, *model, pool, toks, logits);
-    if (o.json)
-      std::cout << report_json(o, *model, pool, r).dump(2) << '\n';
-    else
+    const std::string mismatch = launch ? launch->check(*model, nullptr) : "";
+    if (o.json) {
+      auto j = report_json(o, *model, pool, r);
+      j["launch"] = launch ? launch->report() : nlohmann::json(nullptr);
+      std::cout << j.dump(2) << '\n';
+    } else {
       print_report(o, *model, pool, r);
+      if (launch)
+        for (const auto& l : launch->report_lines()) fmt::print("launch     {}\n", l);
+    }
+    if (!mismatch.empty()) {
+      std::cerr << "bench: threads or memory are not where the launch config puts them:\n"
+                << mismatch << '\n';
+      return kExitPlacement;
+    }
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "bench: " << e.what() << '\n';
@@ -421,6 +455,7 @@ void add_bench_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_option("--isa", o->isa, "force kernels: scalar|avx2|avx512|avx512vnni");
   cmd->add_option("--bw-mib", o->bw_mib, "bandwidth probe buffer (MiB)")
       ->check(CLI::Range(16, 1 << 20));
+  add_launch_options(cmd, o->launch);
   cmd->callback([o, &global] { global.exit_code = run_bench(*o); });
 }
 

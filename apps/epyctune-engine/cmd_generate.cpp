@@ -15,9 +15,11 @@
 #include <vector>
 
 #include "apps/epyctune-engine/commands.hpp"
+#include "apps/epyctune-engine/launch_options.hpp"
 #include "apps/epyctune-engine/progress.hpp"
 #include "common/cpulist.hpp"
 #include "engine/model/llama_model.hpp"
+#include "engine/placement/launch_setup.hpp"
 #include "engine/runtime/cpus.hpp"
 #include "engine/runtime/thread_pool.hpp"
 #include "engine/sampling/sampler.hpp"
@@ -46,6 +48,7 @@ struct GenerateArgs {
   std::string spec_mode = "auto";
   bool json = false;
   bool mmap = false;
+  eng::placement::LaunchOptions launch;
 };
 
 double seconds(Clock::time_point a, Clock::time_point b) {
@@ -105,6 +108,7 @@ struct Session {
   std::unique_ptr<eng::runtime::ThreadPool> verify_pool, draft_pool;
   std::unique_ptr<eng::LlamaModel> target, draft;
   std::unique_ptr<eng::Tokenizer> tok;
+  std::unique_ptr<eng::placement::LaunchSetup> launch;  // --launch-config
   double load_s = 0;
   bool partitioned() const { return plan.mode == eng::speculative::SpecMode::partitioned; }
 };
@@ -121,13 +125,64 @@ eng::speculative::CpuPlan plan_generate_cpus(const GenerateArgs& a) {
   return eng::speculative::plan_cpus(in);
 }
 
-void load_session(const GenerateArgs& a, Session& s) {
-  if (s.partitioned()) {
-    s.verify_pool = std::make_unique<eng::runtime::ThreadPool>(s.plan.verify_cpus);
-    s.draft_pool = std::make_unique<eng::runtime::ThreadPool>(s.plan.draft_cpus);
+// The threads or memory are not where the launch config puts them.
+struct PlacementMismatch : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// A launch config's partition replaces the engine's own CPU picker.
+eng::speculative::CpuPlan plan_from_launch(const GenerateArgs& a,
+                                           const eng::placement::LaunchSetup& l) {
+  if (!a.cpus.empty() || a.threads > 0 || !a.draft_cpus.empty() || !a.verify_cpus.empty() ||
+      a.spec_mode != "auto")
+    throw std::invalid_argument(
+        "--launch-config sets the CPUs: drop --cpus/--threads/--draft-cpus/--verify-cpus/"
+        "--spec-mode");
+  eng::speculative::CpuPlan p;
+  const std::string from = "launch config " + a.launch.launch_config;
+  if (a.draft.empty() || a.draft_max <= 0) {
+    p.shared_cpus = l.verify_cpus();
+    p.reason = from + ": the target on the verify CPUs";
+  } else if (l.draft_cpus() == l.verify_cpus()) {
+    p.shared_cpus = l.verify_cpus();
+    p.reason = from + ": one CPU here, draft and target alternate on it";
   } else {
-    s.verify_pool = std::make_unique<eng::runtime::ThreadPool>(s.plan.shared_cpus);
+    p.mode = eng::speculative::SpecMode::partitioned;
+    p.draft_cpus = l.draft_cpus();
+    p.verify_cpus = l.verify_cpus();
+    p.reason = from + ": draft and target each on their own CPUs";
   }
+  return p;
+}
+
+// The launch config's [models] fill what the command line leaves out.
+void take_launch_models(GenerateArgs& a, const eng::placement::LaunchSetup& l) {
+  const auto& p = l.plan();
+  if (!p.has_models) return;
+  if (a.model.empty()) a.model = p.models.target;
+  if (a.draft.empty()) a.draft = p.models.draft;
+  if (a.lookup == 0) a.lookup = p.models.lookup;
+}
+
+void make_pools(Session& s) {
+  const bool planned = s.launch && s.launch->has_partition();
+  if (s.partitioned()) {
+    s.verify_pool = planned ? s.launch->make_pool("verify")
+                            : std::make_unique<eng::runtime::ThreadPool>(s.plan.verify_cpus);
+    s.draft_pool = planned ? s.launch->make_pool("draft")
+                           : std::make_unique<eng::runtime::ThreadPool>(s.plan.draft_cpus);
+  } else {
+    s.verify_pool = planned ? s.launch->make_pool("verify")
+                            : std::make_unique<eng::runtime::ThreadPool>(s.plan.shared_cpus);
+  }
+}
+
+void load_session(const GenerateArgs& a, Session& s) {
+  if (s.launch && a.mmap)
+    throw std::invalid_argument(
+        "--mmap keeps the weights where the file is: it cannot follow "
+        "the launch config's placement");
+  make_pools(s);
   // Partitioned: each model's weights are copied onto the NUMA nodes of its
   // own partition's CPUs, so the draft's traffic stays off the target's memory.
   eng::ModelOptions mo;
@@ -136,6 +191,11 @@ void load_session(const GenerateArgs& a, Session& s) {
   if (a.mmap) {
     mo.copy_weights = false;
     mo.numa = eng::runtime::NumaPolicy::none;
+  }
+  eng::ModelOptions mo_draft = mo;
+  if (s.launch) {
+    s.launch->apply_memory_policy(mo, false);
+    s.launch->apply_memory_policy(mo_draft, true);
   }
   ProgressLine line("load");
   const auto t_load = Clock::now();
@@ -146,10 +206,15 @@ void load_session(const GenerateArgs& a, Session& s) {
   s.target = eng::LlamaModel::load(a.model, *s.verify_pool, mo);
   if (!a.draft.empty() && a.draft_max > 0) {
     if (line.enabled())
-      mo.progress = [&](std::string_view stage, uint64_t done, uint64_t total) {
+      mo_draft.progress = [&](std::string_view stage, uint64_t done, uint64_t total) {
         line.update(std::string(stage) + " " + a.draft, done >> 20, total >> 20, "MiB");
       };
-    s.draft = eng::LlamaModel::load(a.draft, s.partitioned() ? *s.draft_pool : *s.verify_pool, mo);
+    s.draft =
+        eng::LlamaModel::load(a.draft, s.partitioned() ? *s.draft_pool : *s.verify_pool, mo_draft);
+  }
+  if (s.launch) {
+    s.launch->bind_kv(*s.target, false);
+    if (s.draft) s.launch->bind_kv(*s.draft, s.partitioned());
   }
   line.finish();
   s.tok = eng::Tokenizer::from_gguf(s.target->file());
@@ -195,6 +260,8 @@ void print_json(const GenerateArgs& a, const Session& s, const RunResult& r,
   j["cpus"] = {{"shared", common::format_cpulist(s.plan.shared_cpus)},
                {"draft", common::format_cpulist(s.plan.draft_cpus)},
                {"verify", common::format_cpulist(s.plan.verify_cpus)}};
+  j["bytes_per_token"] = s.target->weight_bytes_per_pass(1);
+  j["launch"] = s.launch ? s.launch->report() : nlohmann::json(nullptr);
   // Byte-fallback pieces may split a UTF-8 sequence; JSON strings must be
   // valid UTF-8, so broken bytes become U+FFFD (the ids stay exact).
   std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
@@ -202,6 +269,9 @@ void print_json(const GenerateArgs& a, const Session& s, const RunResult& r,
 
 void print_summary(const Session& s, const RunResult& r, const eng::speculative::SpecStats& st) {
   std::printf("\n");
+  if (s.launch)
+    for (const auto& line : s.launch->report_lines())
+      std::fprintf(stderr, "[launch] %s\n", line.c_str());
   std::fprintf(stderr,
                "[generate] %lld tokens in %.3f s (%.2f tok/s), prompt %zu tokens in %.3f s, "
                "load %.3f s\n",
@@ -229,11 +299,19 @@ void validate(const GenerateArgs& a) {
                                 std::to_string(a.draft_max) + ")");
 }
 
-int run_generate(const GenerateArgs& a, bool prompt_given) {
+int run_generate(const GenerateArgs& args, bool prompt_given) {
+  GenerateArgs a = args;
+  Session s;
+  if (!a.launch.launch_config.empty()) {
+    s.launch = std::make_unique<eng::placement::LaunchSetup>(a.launch);
+    take_launch_models(a, *s.launch);
+  }
+  if (a.model.empty())
+    throw std::invalid_argument("--model: required (or a launch config with [models] target)");
   validate(a);
   const std::string prompt_text = read_prompt(a, prompt_given);
-  Session s;
-  s.plan = plan_generate_cpus(a);
+  s.plan = s.launch && s.launch->has_partition() ? plan_from_launch(a, *s.launch)
+                                                 : plan_generate_cpus(a);
   load_session(a, s);
 
   RunResult r;
@@ -251,6 +329,14 @@ int run_generate(const GenerateArgs& a, bool prompt_given) {
   so.null_logits_ok = true;  // LlamaModel::forward documents logits == nullptr
   so.max_batch = 64;
   so.is_stop = [&](int32_t t) { return s.tok->is_eog(t); };
+  if (s.launch && s.launch->has_partition()) {
+    // The threads that drive each pool join its group like the workers did.
+    s.launch->record_driver("verify", *s.verify_pool);
+    if (s.partitioned())
+      so.draft_thread_init = [&s] { s.launch->record_driver("draft", *s.draft_pool); };
+    if (auto e = s.launch->thread_errors(); !e.empty())
+      throw PlacementMismatch("threads are not where the launch config puts them:\n" + e);
+  }
   eng::speculative::Generator gen(*s.target, s.draft.get(), a.sampler, so);
 
   std::vector<double> token_times;
@@ -274,15 +360,21 @@ int run_generate(const GenerateArgs& a, bool prompt_given) {
     r.per_token_ms.push_back((t - prev) * 1e3);
     prev = t;
   }
+  // Read back where every thread and buffer landed, after they were used.
+  const std::string mismatch = s.launch ? s.launch->check(*s.target, s.draft.get()) : "";
   if (a.json)
     print_json(a, s, r, st);
   else
     print_summary(s, r, st);
+  if (!mismatch.empty())
+    throw PlacementMismatch("threads or memory are not where the launch config puts them:\n" +
+                            mismatch);
   return 0;
 }
 
 void add_generate_options(CLI::App* cmd, GenerateArgs& a) {
-  cmd->add_option("--model,-m", a.model, "Target model (GGUF)")->required();
+  cmd->add_option("--model,-m", a.model,
+                  "Target model (GGUF); required unless the launch config names it");
   cmd->add_option("-n,--n-predict", a.n_predict, "Tokens to generate")->capture_default_str();
   cmd->add_option("--ctx", a.n_ctx, "Context length (0 = the model's)");
   cmd->add_option("--temp", a.sampler.temperature, "Temperature (0 = greedy)")
@@ -328,9 +420,14 @@ void add_generate_command(CLI::App& app, GlobalOptions& global) {
       ->check(CLI::ExistingFile)
       ->excludes(prompt);
   add_generate_options(cmd, *args);
+  add_launch_options(cmd, args->launch);
   cmd->callback([args, prompt, &global] {
     try {
       global.exit_code = run_generate(*args, prompt->count() > 0);
+    } catch (const PlacementMismatch& e) {
+      std::fflush(stdout);
+      std::fprintf(stderr, "epyctune-engine generate: %s\n", e.what());
+      global.exit_code = kExitPlacement;
     } catch (const std::exception& e) {
       std::fflush(stdout);
       std::fprintf(stderr, "epyctune-engine generate: error: %s\n", e.what());

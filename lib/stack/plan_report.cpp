@@ -6,6 +6,7 @@
 #include <map>
 
 #include "common/cpulist.hpp"
+#include "launch/from_profile.hpp"
 #include "stack/steps.hpp"
 
 namespace epyctune::stack {
@@ -110,9 +111,13 @@ json plan_to_json(const Session& s, const std::vector<KnobPlan>& plans) {
             {"cores", t.n_cores()},
             {"cpus", t.n_cpus()}};
   partition["error"] = s.partition_error;
-  return json{{"schema_version", 1},        {"profile", s.profile.name}, {"host", host},
-              {"mismatches", s.mismatches}, {"partition", partition},    {"steps", steps},
-              {"summary", summary}};
+  json j{{"schema_version", 1},        {"profile", s.profile.name}, {"host", host},
+         {"mismatches", s.mismatches}, {"partition", partition},    {"steps", steps},
+         {"summary", summary}};
+  j["launch"] = s.partition_error.empty()
+                    ? launch::to_json(launch::plan_from_profile(s.profile, s.part))
+                    : json(nullptr);
+  return j;
 }
 
 std::string plan_to_text(const Session& s, const std::vector<KnobPlan>& plans) {
@@ -137,6 +142,9 @@ std::string plan_to_text(const Session& s, const std::vector<KnobPlan>& plans) {
     out += fmt::format("  {:>3} {:>5} {:>6} {:>4}  {:<12} {:<14} {:<14} {}\n", r.d->index,
                        r.d->cache_id, r.d->socket, r.d->numa_node, r.role, format_cpulist(r.draft),
                        format_cpulist(r.verify), format_cpulist(r.hk));
+  if (s.partition_error.empty())
+    out += "\nLaunch plan (steps 7-8 write it; the engine runs on it):\n" +
+           launch::to_text(launch::plan_from_profile(s.profile, s.part));
   std::string step;
   std::map<std::string, int> summary;
   for (const auto& p : plans) {

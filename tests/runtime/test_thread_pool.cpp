@@ -1,7 +1,10 @@
 #include <doctest/doctest.h>
+#include <sched.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <numeric>
 #include <thread>
 #include <vector>
@@ -143,4 +146,20 @@ TEST_CASE("two threads sharing one pool get their regions serialized, each compl
   t2.join();
   CHECK(a.load() == 200 * 2016);
   CHECK(b.load() == 200 * 2016);
+}
+
+TEST_CASE("the worker start hook runs on every worker after it is pinned") {
+  const auto allowed = epyctune::engine::runtime::allowed_cpus();
+  std::vector<int> cpus{allowed.front(), allowed.back(), allowed.front()};
+  std::mutex mu;
+  std::vector<std::pair<int, int>> seen;
+  std::vector<bool> on_cpu;
+  epyctune::engine::runtime::ThreadPool pool(cpus, true, [&](int tid, int cpu) {
+    std::lock_guard lk(mu);
+    seen.emplace_back(tid, cpu);
+    on_cpu.push_back(sched_getcpu() == cpu);
+  });
+  std::sort(seen.begin(), seen.end());
+  CHECK(seen == std::vector<std::pair<int, int>>{{1, cpus[1]}, {2, cpus[2]}});
+  for (bool b : on_cpu) CHECK(b);
 }

@@ -25,6 +25,7 @@ class KvCache {
 
   GgmlType type() const { return type_; }
   size_t bytes() const { return bytes_; }
+  const uint8_t* data() const { return base_; }
   // Stores n_kv_heads * head_dim values of K and V for (layer, pos).
   void store(int layer, int pos, const float* k, const float* v);
   // Keys (or values) of `head` at positions [pos0, pos0 + n) as f32, n * head_dim floats.

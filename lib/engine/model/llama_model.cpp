@@ -173,21 +173,28 @@ uint64_t LlamaModel::weight_bytes_per_pass(int k) const {
   return total;
 }
 
+std::vector<runtime::AddressRange> LlamaModel::weight_ranges() const {
+  if (impl_->weight_copy.data()) {
+    auto b = reinterpret_cast<uint64_t>(impl_->weight_copy.data());
+    return {{b, b + impl_->weight_copy.size()}};
+  }
+  auto bytes = file_->bytes();
+  auto b = reinterpret_cast<uint64_t>(bytes.data());
+  // The mapping starts at the page holding the file's first byte.
+  return {{b & ~uint64_t{4095}, b + bytes.size()}};
+}
+
+runtime::AddressRange LlamaModel::kv_range() const {
+  if (!impl_->kv) return {};
+  auto b = reinterpret_cast<uint64_t>(impl_->kv->data());
+  return {b, b + impl_->kv->bytes()};
+}
+
 std::string LlamaModel::placement_summary() const {
   std::string err;
   auto entries = runtime::read_self_numa_maps(err);
   if (!err.empty()) return err;
-  std::vector<runtime::AddressRange> ranges;
-  if (impl_->weight_copy.data()) {
-    auto b = reinterpret_cast<uint64_t>(impl_->weight_copy.data());
-    ranges.push_back({b, b + impl_->weight_copy.size()});
-  } else {
-    auto bytes = file_->bytes();
-    auto b = reinterpret_cast<uint64_t>(bytes.data());
-    // The mapping starts at the page holding the file's first byte.
-    b &= ~uint64_t{4095};
-    ranges.push_back({b, reinterpret_cast<uint64_t>(bytes.data()) + bytes.size()});
-  }
+  const auto ranges = weight_ranges();
   auto p = runtime::placement_of(entries, ranges);
   std::string out = fmt::format("{} ({})", p.summary(), runtime::page_kind_name(load_.pages));
   if (load_.pages == runtime::PageKind::thp) {

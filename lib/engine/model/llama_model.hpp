@@ -17,6 +17,7 @@
 #include "engine/gguf/ggml_types.hpp"
 #include "engine/model/causal_lm.hpp"
 #include "engine/model/llama_config.hpp"
+#include "engine/runtime/numa_maps.hpp"
 #include "engine/runtime/progress.hpp"
 #include "engine/runtime/weight_memory.hpp"
 
@@ -92,6 +93,10 @@ class LlamaModel : public CausalLM {
   uint64_t weight_bytes_per_pass(int k) const;
   // Where the weight pages are (from /proc/self/numa_maps); err on failure.
   std::string placement_summary() const;
+  // The address ranges of the weights (the copy, or the file mapping) and of
+  // the KV cache, for binding and reading back their NUMA placement.
+  std::vector<runtime::AddressRange> weight_ranges() const;
+  runtime::AddressRange kv_range() const;
 
  private:
   struct Impl;

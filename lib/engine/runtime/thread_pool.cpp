@@ -59,7 +59,10 @@ int spin_iterations() {
   return n;
 }
 
-ThreadPool::ThreadPool(std::vector<int> cpus, bool pin) : cpus_(std::move(cpus)), pin_(pin) {
+ThreadPool::ThreadPool(std::vector<int> cpus, bool pin) : ThreadPool(std::move(cpus), pin, {}) {}
+
+ThreadPool::ThreadPool(std::vector<int> cpus, bool pin, WorkerStartHook on_worker_start)
+    : cpus_(std::move(cpus)), pin_(pin), on_start_(std::move(on_worker_start)) {
   if (cpus_.empty()) throw std::invalid_argument("thread pool: empty CPU list");
   if (pin_) {
     auto allowed = allowed_cpus();
@@ -78,8 +81,13 @@ ThreadPool::ThreadPool(std::vector<int> cpus, bool pin) : cpus_(std::move(cpus))
       threads_.emplace_back([this, i] { worker_main(static_cast<int>(i)); });
       if (pin_) pin_to(threads_.back().native_handle(), cpus_[i]);
     }
+    workers_pinned_.store(true, std::memory_order_release);
+    // The hooks have run (each after its thread was pinned) when we return.
+    while (workers_started_.load(std::memory_order_acquire) < static_cast<int>(threads_.size()))
+      std::this_thread::yield();
   } catch (...) {
     stop_.store(true);
+    workers_pinned_.store(true, std::memory_order_release);
     generation_.fetch_add(1, std::memory_order_release);
     futex_wake_all(&generation_);
     for (auto& t : threads_) t.join();
@@ -136,6 +144,9 @@ void ThreadPool::dispatch(JobFn fn, void* ctx) {
 }
 
 void ThreadPool::worker_main(int tid) {
+  while (!workers_pinned_.load(std::memory_order_acquire)) std::this_thread::yield();
+  if (on_start_ && !stop_.load(std::memory_order_relaxed)) on_start_(tid, cpus_[tid]);
+  workers_started_.fetch_add(1, std::memory_order_release);
   uint32_t seen = 0;
   const int spins = spin_iterations();
   for (;;) {

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -22,6 +23,12 @@ class ThreadPool {
   // Whichever thread calls run()/parallel_for() acts as worker 0 and is pinned
   // to cpus[0] the first time it does.
   explicit ThreadPool(std::vector<int> cpus, bool pin = true);
+  // Runs on each worker thread 1..size()-1 once, after it is pinned, before
+  // the constructor returns (worker 0 is whichever thread calls run(), so its
+  // caller handles it): where threads join a resctrl group and read back
+  // where they landed. Must not throw.
+  using WorkerStartHook = std::function<void(int tid, int cpu)>;
+  ThreadPool(std::vector<int> cpus, bool pin, WorkerStartHook on_worker_start);
   // n unpinned threads (tests, --threads N): cpus() lists the first n allowed CPUs.
   static ThreadPool unpinned(int n_threads);
   ~ThreadPool();
@@ -123,6 +130,9 @@ class ThreadPool {
   bool pin_ = true;
   std::vector<std::thread> threads_;
   std::mutex dispatch_mu_;
+  WorkerStartHook on_start_;
+  std::atomic<bool> workers_pinned_{false};
+  std::atomic<int> workers_started_{0};
 
   // Written by the dispatcher before bumping generation_ (release), read by workers.
   JobFn job_fn_ = nullptr;

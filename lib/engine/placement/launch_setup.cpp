@@ -1,0 +1,197 @@
+#include "engine/placement/launch_setup.hpp"
+
+#include <fmt/format.h>
+#include <numaif.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "common/cpulist.hpp"
+#include "engine/runtime/cpus.hpp"
+#include "engine/runtime/numa_maps.hpp"
+#include "engine/runtime/weight_memory.hpp"
+
+namespace epyctune::engine::placement {
+
+namespace {
+
+bool all_in(const std::vector<int>& v, const std::vector<int>& set) {
+  return std::all_of(v.begin(), v.end(),
+                     [&](int x) { return std::find(set.begin(), set.end(), x) != set.end(); });
+}
+
+nlohmann::json nodes_json(const std::map<int, uint64_t>& m) {
+  nlohmann::json j = nlohmann::json::object();
+  for (auto [n, b] : m) j[std::to_string(n)] = b;
+  return j;
+}
+
+}  // namespace
+
+LaunchSetup::LaunchSetup(LaunchOptions o) : o_(std::move(o)) {
+  plan_ = launch::read_launch_config(o_.launch_config);
+  if (plan_.has_spec) cpus_ = launch::assign_cpus(plan_, runtime::allowed_cpus(), o_.map_cpus);
+  const auto here = runtime::memory_nodes();
+  target_nodes_ = plan_.has_weights ? plan_.weights.target_nodes : plan_.verify.nodes;
+  draft_nodes_ = plan_.has_weights ? plan_.weights.draft_nodes : plan_.draft.nodes;
+  std::vector<int> missing;
+  for (const auto* v : {&target_nodes_, &draft_nodes_})
+    for (int n : *v)
+      if (std::find(here.begin(), here.end(), n) == here.end()) missing.push_back(n);
+  if (!missing.empty()) {
+    if (!o_.map_cpus)
+      throw launch::LaunchConfigError(fmt::format(
+          "{}: NUMA nodes {} of the plan have no memory here (nodes {}): run on the host it was "
+          "planned for, or pass --map-cpus",
+          o_.launch_config, common::format_cpulist(missing), common::format_cpulist(here)));
+    // Each side onto the nodes of the CPUs it got here.
+    auto remap = [&](std::vector<int>& v, const std::vector<int>& cpus) {
+      if (all_in(v, here)) return;
+      v = cpus.empty() ? here : runtime::nodes_of_cpus(cpus);
+    };
+    remap(target_nodes_, cpus_.verify);
+    remap(draft_nodes_, cpus_.draft);
+    node_note_ = fmt::format(
+        "planned NUMA nodes {} are not all here; mapped onto target nodes {}, draft nodes {}",
+        common::format_cpulist(missing), common::format_cpulist(target_nodes_),
+        common::format_cpulist(draft_nodes_));
+  }
+}
+
+std::vector<int> LaunchSetup::side_nodes(bool draft) const {
+  return draft ? draft_nodes_ : target_nodes_;
+}
+
+std::string LaunchSetup::group_of(const std::string& side) const {
+  return side == "draft" ? plan_.draft.resctrl_group : plan_.verify.resctrl_group;
+}
+
+void LaunchSetup::apply_memory_policy(ModelOptions& mo, bool draft) const {
+  if (!plan_.has_weights && !plan_.has_spec) return;
+  mo.copy_weights = true;
+  mo.numa_nodes = side_nodes(draft);
+  if (draft || !plan_.has_weights) {
+    mo.numa = runtime::NumaPolicy::interleave;  // over the draft's own nodes
+  } else {
+    mo.numa = runtime::parse_numa_policy(plan_.weights.layout);
+    mo.hugepages = plan_.weights.hugepages;
+  }
+  if (draft && plan_.has_weights) mo.hugepages = plan_.weights.hugepages;
+}
+
+std::unique_ptr<runtime::ThreadPool> LaunchSetup::make_pool(const std::string& side) {
+  if (!plan_.has_spec)
+    throw launch::LaunchConfigError(o_.launch_config +
+                                    ": no [spec] section, so no CPUs to pin to (apply step 8)");
+  return std::make_unique<runtime::ThreadPool>(side == "draft" ? cpus_.draft : cpus_.verify, true,
+                                               worker_hook(side));
+}
+
+runtime::ThreadPool::WorkerStartHook LaunchSetup::worker_hook(const std::string& side) {
+  auto log = log_;
+  const std::string group = plan_.has_spec ? group_of(side) : "";
+  const std::string root = o_.resctrl_root;
+  return [log, side, group, root](int, int cpu) { log->record(side, cpu, root, group); };
+}
+
+void LaunchSetup::record_driver(const std::string& side, runtime::ThreadPool& pool) {
+  pool.run([](int) {});  // pins this thread as the pool's worker 0
+  log_->record(side, pool.cpus().front(), o_.resctrl_root, plan_.has_spec ? group_of(side) : "");
+}
+
+void LaunchSetup::bind_kv(const LlamaModel& m, bool draft) {
+  const auto nodes = side_nodes(draft);
+  auto r = m.kv_range();
+  if (nodes.empty() || r.end <= r.begin) return;
+  unsigned long mask[16] = {};
+  for (int n : nodes)
+    if (n >= 0 && n < 1024) mask[n / 64] |= 1UL << (n % 64);
+  if (::mbind(reinterpret_cast<void*>(r.begin), r.end - r.begin, MPOL_BIND, mask, 1024, 0) != 0)
+    memory_errors_.push_back(fmt::format("{} KV cache: mbind to nodes {} failed: {}",
+                                         draft ? "draft" : "target", common::format_cpulist(nodes),
+                                         std::strerror(errno)));
+}
+
+std::string LaunchSetup::check(const LlamaModel& target, const LlamaModel* draft) {
+  std::string err;
+  auto entries = runtime::read_self_numa_maps(err);
+  std::vector<std::string> problems = memory_errors_;
+  if (!err.empty()) {
+    problems.push_back("cannot read back memory placement: " + err);
+  } else {
+    auto one = [&](const std::string& what, const std::vector<runtime::AddressRange>& ranges,
+                   const std::vector<int>& nodes) {
+      auto p = runtime::placement_of(entries, ranges);
+      memory_[what] = {{"bytes_per_node", nodes_json(p.bytes_per_node)},
+                       {"policies", p.policies},
+                       {"plan_nodes", nodes}};
+      auto e = launch::check_nodes(what, p.bytes_per_node, nodes);
+      if (!e.empty()) problems.push_back(e);
+    };
+    one("target weights", target.weight_ranges(), target_nodes_);
+    one("target KV cache", {target.kv_range()}, target_nodes_);
+    if (draft) {
+      one("draft weights", draft->weight_ranges(), draft_nodes_);
+      one("draft KV cache", {draft->kv_range()}, draft_nodes_);
+    }
+  }
+  std::string out = log_->errors();
+  for (const auto& p : problems) out += (out.empty() ? "" : "\n") + p;
+  return out;
+}
+
+nlohmann::json LaunchSetup::report() const {
+  nlohmann::json threads = nlohmann::json::array();
+  for (const auto& t : log_->threads())
+    threads.push_back({{"side", t.side},
+                       {"tid", t.tid},
+                       {"cpu", t.expected_cpu},
+                       {"cpus_allowed", common::format_cpulist(t.allowed)},
+                       {"resctrl_group", t.group},
+                       {"in_group", t.in_group},
+                       {"error", t.error}});
+  return {{"launch_config", o_.launch_config},
+          {"profile", plan_.profile},
+          {"resctrl_root", o_.resctrl_root},
+          {"draft_l3", plan_.draft.l3},
+          {"planned",
+           {{"draft_cpus", common::format_cpulist(plan_.draft.cpus)},
+            {"verify_cpus", common::format_cpulist(plan_.verify.cpus)},
+            {"draft_group", plan_.draft.resctrl_group},
+            {"verify_group", plan_.verify.resctrl_group}}},
+          {"draft_cpus", common::format_cpulist(cpus_.draft)},
+          {"verify_cpus", common::format_cpulist(cpus_.verify)},
+          {"cpus_mapped", cpus_.mapped},
+          {"cpu_note", cpus_.note},
+          {"target_nodes", target_nodes_},
+          {"draft_nodes", draft_nodes_},
+          {"node_note", node_note_},
+          {"threads", threads},
+          {"memory", memory_}};
+}
+
+std::vector<std::string> LaunchSetup::report_lines() const {
+  std::vector<std::string> out;
+  out.push_back(fmt::format("launch config {} (profile {})", o_.launch_config,
+                            plan_.profile.empty() ? "?" : plan_.profile));
+  if (plan_.has_spec)
+    out.push_back(fmt::format(
+        "draft L3 {} CPUs {} -> {}, verify CPUs {} -> {}", common::format_cpulist(plan_.draft.l3),
+        common::format_cpulist(plan_.draft.cpus), common::format_cpulist(cpus_.draft),
+        common::format_cpulist(plan_.verify.cpus), common::format_cpulist(cpus_.verify)));
+  if (!cpus_.note.empty()) out.push_back(cpus_.note);
+  if (!node_note_.empty()) out.push_back(node_note_);
+  std::map<std::string, int> joined;
+  for (const auto& t : log_->threads())
+    if (t.in_group) joined[t.group]++;
+  for (const auto& [g, n] : joined)
+    out.push_back(
+        fmt::format("{} thread(s) in resctrl group {} ({}/{}/tasks)", n, g, o_.resctrl_root, g));
+  for (const auto& [what, m] : memory_.items())
+    out.push_back(fmt::format("{}: {} bytes per node, plan nodes {}", what,
+                              m["bytes_per_node"].dump(), m["plan_nodes"].dump()));
+  return out;
+}
+
+}  // namespace epyctune::engine::placement
