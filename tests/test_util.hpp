@@ -1,7 +1,10 @@
-// Shared test helpers: a temporary directory that removes itself.
+// Shared test helpers: a temporary directory that removes itself, and whole
+// files written and read back byte for byte.
 #pragma once
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 
@@ -27,5 +30,16 @@ class TempDir {
  private:
   std::filesystem::path path_;
 };
+
+// Writes `content` to `path` (replacing it), creating missing parents.
+inline void write_file(const std::filesystem::path& path, const std::string& content) {
+  std::filesystem::create_directories(path.parent_path());
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << content;
+}
+
+inline std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
 
 }  // namespace epyctune::testing

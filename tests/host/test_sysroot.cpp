@@ -10,20 +10,10 @@
 using namespace epyctune::host;
 using epyctune::testing::TempDir;
 namespace fs = std::filesystem;
+using epyctune::testing::read_file;
+using epyctune::testing::write_file;
 
-namespace {
-
-void put(const fs::path& path, const std::string& content) {
-  fs::create_directories(path.parent_path());
-  std::ofstream(path, std::ios::binary) << content;
-}
-
-std::string get(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-}  // namespace
+namespace {}  // namespace
 
 TEST_CASE("sysroot maps host paths under the root and never onto /") {
   TempDir t;
@@ -71,15 +61,15 @@ TEST_CASE("MSR file: 8 bytes at offset = address") {
 TEST_CASE("sysroot: a symlink leading out is refused on write; one staying inside works") {
   TempDir base;
   fs::path root = base.path() / "root", outside = base.path() / "outside";
-  put(outside / "secret", "outside\n");
+  write_file(outside / "secret", "outside\n");
   Sysroot sys(root);
   fs::create_directories(root / "sys/devices/system/cpu/cpu0");
-  put(root / "sys/devices/system/cpu/cpu0/online", "1\n");
+  write_file(root / "sys/devices/system/cpu/cpu0/online", "1\n");
   fs::create_directories(root / "sys/devices/system/node/node0");
   // Real sysfs: node0/cpu0 -> ../../cpu/cpu0 (relative, inside).
   fs::create_directory_symlink("../../cpu/cpu0", root / "sys/devices/system/node/node0/cpu0");
   sys.write("/sys/devices/system/node/node0/cpu0/online", "0\n");
-  CHECK(get(root / "sys/devices/system/cpu/cpu0/online") == "0\n");
+  CHECK(read_file(root / "sys/devices/system/cpu/cpu0/online") == "0\n");
   CHECK(sys.read_value("/sys/devices/system/node/node0/cpu0/online") == "0");
 
   // An absolute link to the outside, and a relative one climbing out.
@@ -101,7 +91,7 @@ TEST_CASE("sysroot: a symlink leading out is refused on write; one staying insid
   CHECK_THROWS_AS(sys.remove_file("/sys/dir/secret"), HostError);
   CHECK_THROWS_AS(sys.make_dir("/sys/dir/sub"), HostError);
   CHECK_THROWS_AS(sys.list("/sys/dir"), HostError);
-  CHECK(get(outside / "secret") == "outside\n");
+  CHECK(read_file(outside / "secret") == "outside\n");
   CHECK(!fs::exists(outside / "new"));
   CHECK(!fs::exists(outside / "sub"));
 }

@@ -7,23 +7,14 @@
 #include <fstream>
 
 #include "profile/loader.hpp"
+#include "profile_test_util.hpp"
 #include "test_util.hpp"
 
 using namespace epyctune::profile;
+using epyctune::testing::first_error;
 using epyctune::testing::TempDir;
 
 namespace {
-Diagnostic first_error(const std::string& text, const std::string& name = "user.toml") {
-  try {
-    load_profile_text(text, name);
-  } catch (const ProfileError& e) {
-    REQUIRE(!e.diagnostics().empty());
-    return e.diagnostics().front();
-  }
-  FAIL("expected a ProfileError");
-  return {};
-}
-
 std::string base(const std::string& more) {
   return "include = \"epyc-9754\"\n" + more;
 }

@@ -3,25 +3,16 @@
 #include <fstream>
 
 #include "profile/loader.hpp"
+#include "profile_test_util.hpp"
 #include "test_util.hpp"
 
 using namespace epyctune::profile;
+using epyctune::testing::first_error;
 using epyctune::testing::TempDir;
 
 namespace {
 void write(const std::filesystem::path& p, const std::string& text) {
   std::ofstream(p) << text;
-}
-// The single diagnostic of a failing load.
-Diagnostic fails(const std::string& text, const std::string& name = "user.toml") {
-  try {
-    load_profile_text(text, name);
-  } catch (const ProfileError& e) {
-    REQUIRE(!e.diagnostics().empty());
-    return e.diagnostics().front();
-  }
-  FAIL("expected a ProfileError");
-  return {};
 }
 }  // namespace
 
@@ -80,7 +71,7 @@ TEST_CASE("a user file inherits a built-in and overrides keys") {
 }
 
 TEST_CASE("syntax errors carry line and column") {
-  auto d = fails("name = \"x\"\n[spec]\ndraft_len = = 3\n");
+  auto d = first_error("name = \"x\"\n[spec]\ndraft_len = = 3\n");
   CHECK(d.file == "user.toml");
   CHECK(d.line == 3);
   CHECK(d.column > 1);
@@ -89,38 +80,38 @@ TEST_CASE("syntax errors carry line and column") {
 }
 
 TEST_CASE("unknown keys are rejected with a suggestion") {
-  auto d = fails("include = \"base\"\n[spec]\ndraft_lne = 4\n");
+  auto d = first_error("include = \"base\"\n[spec]\ndraft_lne = 4\n");
   CHECK(d.line == 3);
   CHECK(d.column == 1);
   CHECK(d.what.find("unknown key 'draft_lne' in [spec]") != std::string::npos);
   CHECK(d.fix == "did you mean 'draft_len'?");
-  auto top = fails("[hardwear]\nfamily = 25\n");
+  auto top = first_error("[hardwear]\nfamily = 25\n");
   CHECK(top.fix == "did you mean 'hardware'?");
-  auto far = fails("[spec]\nzzzzzzzzz = 1\n");
+  auto far = first_error("[spec]\nzzzzzzzzz = 1\n");
   CHECK(far.fix.find("valid keys: draft_source") != std::string::npos);
 }
 
 TEST_CASE("wrong types name the expected type") {
-  auto d = fails("[hardware]\nfamily = \"25\"\n");
+  auto d = first_error("[hardware]\nfamily = \"25\"\n");
   CHECK(d.line == 2);
   CHECK(d.what == "hardware.family must be an integer, not a string");
-  auto b = fails("[numa]\nnuma_balancing = 0\n");
+  auto b = first_error("[numa]\nnuma_balancing = 0\n");
   CHECK(b.what.find("must be a boolean") != std::string::npos);
-  auto s = fails("spec = 3\n");
+  auto s = first_error("spec = 3\n");
   CHECK(s.what.find("'spec' must be a table") != std::string::npos);
-  auto a = fails("[partition]\ndraft_l3 = [0, \"1\"]\n");
+  auto a = first_error("[partition]\ndraft_l3 = [0, \"1\"]\n");
   CHECK(a.what.find("array of integers") != std::string::npos);
 }
 
 TEST_CASE("out of range values and bad enums") {
-  auto d = fails("[spec]\ndraft_len = 0\n");
+  auto d = first_error("[spec]\ndraft_len = 0\n");
   CHECK(d.what == "spec.draft_len = 0 is out of range");
   CHECK(d.fix == "use a value from 1 to 64");
-  auto e = fails("[bios]\nsmt = \"of\"\n");
+  auto e = first_error("[bios]\nsmt = \"of\"\n");
   CHECK(e.fix.find("did you mean \"off\"") != std::string::npos);
-  auto f = fails("[cpufreq]\nverify_freq = 5\n");
+  auto f = first_error("[cpufreq]\nverify_freq = 5\n");
   CHECK(f.what.find("kHz") != std::string::npos);
-  auto h = fails("[numa]\nhugepage_headroom = 0.5\n");
+  auto h = first_error("[numa]\nhugepage_headroom = 0.5\n");
   CHECK(h.line == 2);
 }
 
@@ -137,11 +128,11 @@ TEST_CASE("include cycles and missing includes") {
     CHECK(d.file == (t.path() / "b.toml").string());
     CHECK(d.line == 2);
   }
-  auto m = fails("include = \"bsae\"\n");
+  auto m = first_error("include = \"bsae\"\n");
   CHECK(m.what == "include \"bsae\": no such profile or file");
   CHECK(m.fix == "did you mean \"base\"?");
   CHECK(m.line == 1);
-  auto self = fails("include = \"user.toml\"\n", (t.path() / "user.toml").string());
+  auto self = first_error("include = \"user.toml\"\n", (t.path() / "user.toml").string());
   CHECK(self.what.find("no such profile or file") != std::string::npos);  // not on disk
   write(t.path() / "self.toml", "include = \"self.toml\"\n");
   CHECK_THROWS_WITH_AS(load_profile((t.path() / "self.toml").string()),
@@ -149,12 +140,12 @@ TEST_CASE("include cycles and missing includes") {
 }
 
 TEST_CASE("bad CPU list and bad cbm mask strings") {
-  auto c = fails("[partition]\nhousekeeping_cpus = \"0-3,x\"\n");
+  auto c = first_error("[partition]\nhousekeeping_cpus = \"0-3,x\"\n");
   CHECK(c.line == 2);
   CHECK(c.what.find("'x' is not a CPU number") != std::string::npos);
-  auto m = fails("[cat]\ndraft_cbm = \"fgh\"\n");
+  auto m = first_error("[cat]\ndraft_cbm = \"fgh\"\n");
   CHECK(m.what.find("is not a cache way mask") != std::string::npos);
-  auto z = fails("[cat]\nverify_cbm = \"0\"\n");
+  auto z = first_error("[cat]\nverify_cbm = \"0\"\n");
   CHECK(z.line == 2);
 }
 

@@ -15,22 +15,15 @@
 #include "stack/revert.hpp"
 #include "stack/steps.hpp"
 #include "stack_harness.hpp"
+#include "test_util.hpp"
 
 using namespace epyctune;
 using namespace epyctune::stack;
 namespace fs = std::filesystem;
+using epyctune::testing::read_file;
+using epyctune::testing::write_file;
 
 namespace {
-
-void put(const fs::path& path, const std::string& content) {
-  fs::create_directories(path.parent_path());
-  std::ofstream(path, std::ios::binary) << content;
-}
-
-std::string get(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 // A sysroot beside a directory outside it that nothing may touch.
 struct Jail {
@@ -39,8 +32,8 @@ struct Jail {
   fs::path outside = base.path() / "outside";
   host::Sysroot sys{"/nonexistent"};
   Jail() {
-    put(outside / "secret", "outside\n");
-    put(root / "proc/sys/kernel/numa_balancing", "1\n");
+    write_file(outside / "secret", "outside\n");
+    write_file(root / "proc/sys/kernel/numa_balancing", "1\n");
     fs::create_directories(root / "var/lib/epyctune");
     sys = host::Sysroot(root);
   }
@@ -48,7 +41,7 @@ struct Jail {
   void journal(const std::vector<std::string>& records) {
     std::string text = "{\"type\":\"header\",\"version\":1,\"created_dirs\":[]}\n";
     for (const auto& r : records) text += r + "\n";
-    put(root / "var/lib/epyctune/journal", text);
+    write_file(root / "var/lib/epyctune/journal", text);
   }
 };
 
@@ -67,7 +60,7 @@ TEST_CASE("revert refuses journal records outside the stack's places, before wri
   // A '..' escaping the tree, an allowed-looking root climbing out, a file
   // the stack never writes (its "original" says absent: revert would delete it).
   std::string escape = "/var/lib/epyctune/../../../../outside/secret";
-  put(j.root / "etc/shadow", "root:x\n");
+  write_file(j.root / "etc/shadow", "root:x\n");
   std::string line = "line 2";
   SUBCASE("'..' in a path") {
     j.journal({file_record(escape, true, "pwned\\n")});
@@ -94,18 +87,18 @@ TEST_CASE("revert refuses journal records outside the stack's places, before wri
   CHECK(r.exit_code == kExitError);
   CHECK(r.error.find("not reverting anything") != std::string::npos);
   CHECK(r.error.find(line) != std::string::npos);
-  CHECK(get(j.outside / "secret") == "outside\n");
-  CHECK(get(j.root / "etc/shadow") == "root:x\n");
+  CHECK(read_file(j.outside / "secret") == "outside\n");
+  CHECK(read_file(j.root / "etc/shadow") == "root:x\n");
   CHECK(fs::is_directory(j.root / "etc"));
   if (fs::exists(j.root / "usr")) CHECK(fs::is_directory(j.root / "usr/lib"));
-  CHECK(get(j.root / "proc/sys/kernel/numa_balancing") == "1\n");
+  CHECK(read_file(j.root / "proc/sys/kernel/numa_balancing") == "1\n");
   CHECK(fs::exists(j.root / "var/lib/epyctune/journal"));
 }
 
 TEST_CASE("revert through a symlinked knob directory pointing out fails that knob, keeps journal") {
   Jail j;
   fs::remove_all(j.root / "proc/sys");
-  put(j.outside / "kernel/numa_balancing", "1\n");
+  write_file(j.outside / "kernel/numa_balancing", "1\n");
   fs::create_directory_symlink(j.outside, j.root / "proc/sys");
   j.journal(
       {"{\"type\":\"original\",\"step\":\"numa\",\"name\":\"nb\",\"knob\":{\"kind\":"
@@ -115,7 +108,7 @@ TEST_CASE("revert through a symlinked knob directory pointing out fails that kno
   CHECK(r.exit_code == kExitFailed);
   REQUIRE(r.knobs.size() == 1);
   CHECK(r.knobs[0].status == "failed");
-  CHECK(get(j.outside / "kernel/numa_balancing") == "1\n");
+  CHECK(read_file(j.outside / "kernel/numa_balancing") == "1\n");
   CHECK(fs::exists(j.root / "var/lib/epyctune/journal"));
 }
 
@@ -189,8 +182,8 @@ TEST_CASE("profile paths: resctrl groups, drop-in and launch config are confined
 
 TEST_CASE("a knob that cannot be read fails the run, naming knob, path and errno") {
   testing::ScratchDir d;
-  put(d.path() / "proc/sys/kernel/numa_balancing", "1\n");
-  put(d.path() / "sys/kernel/mm/transparent_hugepage/enabled", "always [madvise] never\n");
+  write_file(d.path() / "proc/sys/kernel/numa_balancing", "1\n");
+  write_file(d.path() / "sys/kernel/mm/transparent_hugepage/enabled", "always [madvise] never\n");
   host::Sysroot sys(d.path());
   std::vector<Knob> knobs{
       value_knob("numa", "numa_balancing", "/proc/sys/kernel/numa_balancing", Canon::Int, "0"),
@@ -218,6 +211,6 @@ TEST_CASE("a knob that cannot be read fails the run, naming knob, path and errno
     CHECK(r.error.find(expect) != std::string::npos);
   }
   // Nothing was written, not even the readable knob.
-  CHECK(get(d.path() / "proc/sys/kernel/numa_balancing") == "1\n");
+  CHECK(read_file(d.path() / "proc/sys/kernel/numa_balancing") == "1\n");
   CHECK(!fs::exists(d.path() / "var/lib/epyctune/journal"));
 }

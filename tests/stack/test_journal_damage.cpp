@@ -11,22 +11,15 @@
 #include "stack/revert.hpp"
 #include "stack/steps.hpp"
 #include "stack_harness.hpp"
+#include "test_util.hpp"
 
 using namespace epyctune;
 using namespace epyctune::stack;
 namespace fs = std::filesystem;
+using epyctune::testing::read_file;
+using epyctune::testing::write_file;
 
 namespace {
-
-void put(const fs::path& path, const std::string& content) {
-  fs::create_directories(path.parent_path());
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << content;
-}
-
-std::string get(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 std::string high_bytes() {
   std::string s = "# not UTF-8:";
@@ -51,14 +44,14 @@ TEST_CASE("journal cut at every byte offset: revert never claims success, never 
   // The numa step's knobs plus two more, so that records follow records.
   auto knobs = h.knobs("numa");
   for (const char* name : {"sched_autogroup_enabled", "sched_child_runs_first"}) {
-    put(h.dir.path() / "proc/sys/kernel" / name, "1\n");
+    write_file(h.dir.path() / "proc/sys/kernel" / name, "1\n");
     knobs.push_back(
         value_knob("numa", name, std::string("/proc/sys/kernel/") + name, Canon::Int, "0"));
   }
   auto r = apply_knobs(h.sys, knobs, {});
   REQUIRE(r.exit_code == kExitOk);
   fs::path jp = h.dir.path() / "var/lib/epyctune/journal";
-  const std::string full = get(jp);
+  const std::string full = read_file(jp);
   auto c = Journal(h.sys).load();
   REQUIRE(c.format == 2);
   REQUIRE(c.damage.empty());
@@ -77,33 +70,33 @@ TEST_CASE("journal cut at every byte offset: revert never claims success, never 
     REQUIRE(e.loc.kind == KnobKind::Value);
     auto file = h.dir.path() / e.loc.path.substr(1);
     // Line 1 is the seal, line 2 the header: entry i is line i + 3.
-    paths.push_back({file, get(file), e.original.raw, line_ends.at(i + 2)});
+    paths.push_back({file, read_file(file), e.original.raw, line_ends.at(i + 2)});
     REQUIRE(paths.back().applied != paths.back().original);
   }
   for (size_t off = 0; off < full.size(); ++off) {
     CAPTURE(off);
-    for (const auto& p : paths) put(p.file, p.applied);
-    put(jp, full.substr(0, off));
+    for (const auto& p : paths) write_file(p.file, p.applied);
+    write_file(jp, full.substr(0, off));
     auto rv = revert_journal(h.sys);
     REQUIRE(rv.exit_code == kExitFailed);
     REQUIRE(rv.error.find("damaged") != std::string::npos);
     REQUIRE(fs::exists(jp));
     // Every record that survived the cut was replayed.
     for (const auto& p : paths)
-      if (off >= p.record_end) REQUIRE(get(p.file) == p.original);
+      if (off >= p.record_end) REQUIRE(read_file(p.file) == p.original);
   }
-  for (const auto& p : paths) put(p.file, p.applied);
-  put(jp, full);
+  for (const auto& p : paths) write_file(p.file, p.applied);
+  write_file(jp, full);
   auto rv = revert_journal(h.sys);
   CHECK(rv.exit_code == kExitOk);
   CHECK(!fs::exists(jp));
-  for (const auto& p : paths) CHECK(get(p.file) == p.original);
+  for (const auto& p : paths) CHECK(read_file(p.file) == p.original);
 }
 
 TEST_CASE("journal: a bad checksum in the middle is named; the other records are replayed") {
   testing::ScratchDir d;
-  put(d.path() / "proc/sys/kernel/numa_balancing", "1\n");
-  put(d.path() / "proc/sys/kernel/sched_autogroup_enabled", "1\n");
+  write_file(d.path() / "proc/sys/kernel/numa_balancing", "1\n");
+  write_file(d.path() / "proc/sys/kernel/sched_autogroup_enabled", "1\n");
   host::Sysroot sys(d.path());
   auto r = apply_knobs(
       sys,
@@ -112,22 +105,22 @@ TEST_CASE("journal: a bad checksum in the middle is named; the other records are
       {});
   REQUIRE(r.exit_code == kExitOk);
   fs::path jp = d.path() / "var/lib/epyctune/journal";
-  std::string text = get(jp);
+  std::string text = read_file(jp);
   auto at = text.find("numa_balancing");
   REQUIRE(at != std::string::npos);
   text[at] = 'N';  // one flipped byte inside line 3
-  put(jp, text);
+  write_file(jp, text);
   auto rv = revert_journal(sys);
   CHECK(rv.exit_code == kExitFailed);
   CHECK(rv.error.find("line 3") != std::string::npos);
-  CHECK(get(d.path() / "proc/sys/kernel/sched_autogroup_enabled") == "1\n");
-  CHECK(get(d.path() / "proc/sys/kernel/numa_balancing") == "0\n");
+  CHECK(read_file(d.path() / "proc/sys/kernel/sched_autogroup_enabled") == "1\n");
+  CHECK(read_file(d.path() / "proc/sys/kernel/numa_balancing") == "0\n");
   CHECK(fs::exists(jp));
 }
 
 TEST_CASE("journal: not a regular file is refused at once, never followed or blocked on") {
   testing::ScratchDir d;
-  put(d.path() / "proc/sys/kernel/numa_balancing", "1\n");
+  write_file(d.path() / "proc/sys/kernel/numa_balancing", "1\n");
   host::Sysroot sys(d.path());
   ensure_state_dir(sys);
   fs::path jp = d.path() / "var/lib/epyctune/journal";
@@ -153,15 +146,15 @@ TEST_CASE("journal: not a regular file is refused at once, never followed or blo
       value_knob("numa", "nb", "/proc/sys/kernel/numa_balancing", Canon::Int, "0")};
   CHECK_THROWS_WITH_AS(apply_knobs(sys, knobs, {}), doctest::Contains(expect.c_str()),
                        JournalError);
-  CHECK(get(d.path() / "proc/sys/kernel/numa_balancing") == "1\n");
+  CHECK(read_file(d.path() / "proc/sys/kernel/numa_balancing") == "1\n");
   CHECK(fs::symlink_status(jp).type() != fs::file_type::not_found);
 }
 
 TEST_CASE("journal: bytes that are not UTF-8 come back byte for byte") {
   testing::ScratchDir d;
   const std::string binary = high_bytes();
-  put(d.path() / "etc/default/grub.d/epyctune.cfg", binary);
-  put(d.path() / "proc/sys/kernel/odd", "\xff\xfe\n");
+  write_file(d.path() / "etc/default/grub.d/epyctune.cfg", binary);
+  write_file(d.path() / "proc/sys/kernel/odd", "\xff\xfe\n");
   host::Sysroot sys(d.path());
   auto r = apply_knobs(
       sys,
@@ -169,20 +162,20 @@ TEST_CASE("journal: bytes that are not UTF-8 come back byte for byte") {
        value_knob("numa", "odd", "/proc/sys/kernel/odd", Canon::Plain, "0")},
       {});
   REQUIRE(r.exit_code == kExitOk);
-  CHECK(get(d.path() / "var/lib/epyctune/journal").find("base64") != std::string::npos);
+  CHECK(read_file(d.path() / "var/lib/epyctune/journal").find("base64") != std::string::npos);
   auto c = Journal(sys).load();
   REQUIRE(c.entries.size() == 2);
   CHECK(c.entries[0].original.raw == binary);
   auto rv = revert_journal(sys);
   CHECK(rv.exit_code == kExitOk);
-  CHECK(get(d.path() / "etc/default/grub.d/epyctune.cfg") == binary);
-  CHECK(get(d.path() / "proc/sys/kernel/odd") == "\xff\xfe\n");
+  CHECK(read_file(d.path() / "etc/default/grub.d/epyctune.cfg") == binary);
+  CHECK(read_file(d.path() / "proc/sys/kernel/odd") == "\xff\xfe\n");
 }
 
 TEST_CASE("journal: mode 0600, writer version, torn append past the seal") {
   testing::ScratchDir d;
-  put(d.path() / "proc/sys/kernel/numa_balancing", "1\n");
-  put(d.path() / "proc/sys/kernel/sched_autogroup_enabled", "1\n");
+  write_file(d.path() / "proc/sys/kernel/numa_balancing", "1\n");
+  write_file(d.path() / "proc/sys/kernel/sched_autogroup_enabled", "1\n");
   host::Sysroot sys(d.path());
   auto nb = value_knob("numa", "nb", "/proc/sys/kernel/numa_balancing", Canon::Int, "0");
   REQUIRE(apply_knobs(sys, {nb}, {}).exit_code == kExitOk);
@@ -203,7 +196,7 @@ TEST_CASE("journal: mode 0600, writer version, torn append past the seal") {
     auto rv = revert_journal(sys);
     CHECK(rv.exit_code == kExitOk);
     CHECK(!rv.notes.empty());
-    CHECK(get(d.path() / "proc/sys/kernel/numa_balancing") == "1\n");
+    CHECK(read_file(d.path() / "proc/sys/kernel/numa_balancing") == "1\n");
   }
   SUBCASE("the next apply cuts it off and appends after the intact part") {
     auto ag = value_knob("numa", "ag", "/proc/sys/kernel/sched_autogroup_enabled", Canon::Int, "0");
@@ -213,41 +206,41 @@ TEST_CASE("journal: mode 0600, writer version, torn append past the seal") {
     CHECK(c.torn_tail.empty());
     CHECK(c.entries.size() == 2);
     CHECK(revert_journal(sys).exit_code == kExitOk);
-    CHECK(get(d.path() / "proc/sys/kernel/sched_autogroup_enabled") == "1\n");
+    CHECK(read_file(d.path() / "proc/sys/kernel/sched_autogroup_enabled") == "1\n");
   }
 }
 
 TEST_CASE("journal: a format-1 journal (JSON lines) still reverts, and apply upgrades it") {
   testing::ScratchDir d;
-  put(d.path() / "proc/sys/kernel/numa_balancing", "0\n");
-  put(d.path() / "proc/sys/kernel/sched_autogroup_enabled", "1\n");
-  put(d.path() / "var/lib/epyctune/journal",
-      "{\"type\":\"header\",\"version\":1,\"created_dirs\":[\"/var/lib/epyctune\"]}\n"
-      "{\"type\":\"original\",\"step\":\"numa\",\"name\":\"nb\",\"profile\":\"p\",\"knob\":{"
-      "\"kind\":\"value\",\"path\":\"/proc/sys/kernel/numa_balancing\",\"canon\":\"int\"},"
-      "\"original\":{\"present\":true,\"value\":\"1\",\"raw\":\"1\\n\",\"input\":\"1\"}}\n");
+  write_file(d.path() / "proc/sys/kernel/numa_balancing", "0\n");
+  write_file(d.path() / "proc/sys/kernel/sched_autogroup_enabled", "1\n");
+  write_file(d.path() / "var/lib/epyctune/journal",
+             "{\"type\":\"header\",\"version\":1,\"created_dirs\":[\"/var/lib/epyctune\"]}\n"
+             "{\"type\":\"original\",\"step\":\"numa\",\"name\":\"nb\",\"profile\":\"p\",\"knob\":{"
+             "\"kind\":\"value\",\"path\":\"/proc/sys/kernel/numa_balancing\",\"canon\":\"int\"},"
+             "\"original\":{\"present\":true,\"value\":\"1\",\"raw\":\"1\\n\",\"input\":\"1\"}}\n");
   host::Sysroot sys(d.path());
   SUBCASE("revert") {
     auto rv = revert_journal(sys);
     CHECK(rv.exit_code == kExitOk);
-    CHECK(get(d.path() / "proc/sys/kernel/numa_balancing") == "1\n");
+    CHECK(read_file(d.path() / "proc/sys/kernel/numa_balancing") == "1\n");
     CHECK(!fs::exists(d.path() / "var/lib/epyctune"));
   }
   SUBCASE("apply over it") {
     auto ag = value_knob("numa", "ag", "/proc/sys/kernel/sched_autogroup_enabled", Canon::Int, "0");
     REQUIRE(apply_knobs(sys, {ag}, {}).exit_code == kExitOk);
-    CHECK(get(d.path() / "var/lib/epyctune/journal").starts_with("EPYCTUNE-JOURNAL 2 "));
+    CHECK(read_file(d.path() / "var/lib/epyctune/journal").starts_with("EPYCTUNE-JOURNAL 2 "));
     auto c = Journal(sys).load();
     CHECK(c.format == 2);
     CHECK(c.entries.size() == 2);
     CHECK(c.created_dirs == std::vector<std::string>{"/var/lib/epyctune"});
     CHECK(revert_journal(sys).exit_code == kExitOk);
-    CHECK(get(d.path() / "proc/sys/kernel/numa_balancing") == "1\n");
-    CHECK(get(d.path() / "proc/sys/kernel/sched_autogroup_enabled") == "1\n");
+    CHECK(read_file(d.path() / "proc/sys/kernel/numa_balancing") == "1\n");
+    CHECK(read_file(d.path() / "proc/sys/kernel/sched_autogroup_enabled") == "1\n");
   }
   SUBCASE("a format-1 journal cut inside its last line is damage") {
-    auto text = get(d.path() / "var/lib/epyctune/journal");
-    put(d.path() / "var/lib/epyctune/journal", text.substr(0, text.size() - 20));
+    auto text = read_file(d.path() / "var/lib/epyctune/journal");
+    write_file(d.path() / "var/lib/epyctune/journal", text.substr(0, text.size() - 20));
     auto rv = revert_journal(sys);
     CHECK(rv.exit_code == kExitFailed);
     CHECK(fs::exists(d.path() / "var/lib/epyctune/journal"));
