@@ -9,9 +9,7 @@
 #include <cerrno>
 #include <charconv>
 
-#ifndef EPYCTUNE_JOURNAL_WRITER_VERSION
-#error "EPYCTUNE_JOURNAL_WRITER_VERSION must be defined (lib/stack/CMakeLists.txt)"
-#endif
+#include "common/version.hpp"
 
 namespace epyctune::stack {
 
@@ -28,7 +26,7 @@ JournalError::JournalError(const std::string& path, int line, const std::string&
       line_(line) {}
 
 const char* journal_writer_version() {
-  return EPYCTUNE_JOURNAL_WRITER_VERSION;
+  return epyctune::kVersion.data();
 }
 
 namespace {
