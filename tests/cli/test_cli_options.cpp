@@ -4,7 +4,6 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <sstream>
 
 #include "cli_host.hpp"
@@ -86,12 +85,26 @@ TEST_CASE("cli: one exit-code table; parse errors are usage errors, not 100+") {
 
 TEST_CASE("docs/exit-codes.md documents exactly the codes of common/exit_codes.hpp") {
   auto doc = read_text(std::filesystem::path(EPYCTUNE_SOURCE_DIR) / "docs/exit-codes.md");
-  std::regex row(R"(^\| *(\d+) *\| *`(kExit\w+)` *\|)");
+  // Rows "| 0 | `kExitOk` | meaning |": the code, then the backquoted name.
+  auto cell = [](std::string c) {
+    c.erase(0, c.find_first_not_of(' '));
+    c.erase(c.find_last_not_of(' ') + 1);
+    return c;
+  };
   std::map<std::string, int> documented;
   std::istringstream lines(doc);
   for (std::string line; std::getline(lines, line);) {
-    std::smatch m;
-    if (std::regex_search(line, m, row)) documented[m[2]] = std::stoi(m[1]);
+    if (!line.starts_with("|")) continue;
+    std::istringstream row(line.substr(1));
+    std::string code, name;
+    std::getline(row, code, '|');
+    std::getline(row, name, '|');
+    code = cell(code);
+    name = cell(name);
+    if (code.empty() || code.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (name.size() < 3 || name.front() != '`' || name.back() != '`') continue;
+    name = name.substr(1, name.size() - 2);
+    if (name.starts_with("kExit")) documented[name] = std::stoi(code);
   }
   std::map<std::string, int> defined{{"kExitOk", kExitOk},
                                      {"kExitError", kExitError},
