@@ -33,7 +33,8 @@ bool is_shutting_down(const ManagerState& state);
 // booted with systemd, no bus, an error), with the reason at debug level.
 using ManagerStateSource = std::function<std::optional<ManagerState>()>;
 
-// Asks PID 1 over the system bus with sd-bus.
+// Asks PID 1 over the system bus with sd-bus. EPYCTUNE_TEST_SYSTEM_STATE, when
+// set, stands in for the manager's SystemState (tests only).
 std::optional<ManagerState> read_manager_state();
 
 // True when systemd says the system is going down; false when not under
