@@ -37,6 +37,12 @@ cat >"$tmp/play.yml" <<PLAY
     epyctune_bin: "$bin"
     epyctune_sysroot: "$root"
     epyctune_profile: "9754"
+    epyctune_drift_repair: true
+    epyctune_instances:
+      - name: main
+        model: '/srv/models/a "b"\c.gguf'
+        port: 8081
+        map_cpus_unused: false
   roles:
     - role: epyctune
   post_tasks:
@@ -116,7 +122,22 @@ grep -q 'WARNING: epyctune wrote boot parameters' "$tmp/first.log" || {
   echo "FAIL: the reboot handler did not warn"
   fail=1
 }
-grep -q '^profile = "9754"' "$root/etc/epyctune/epyctune.toml" || { echo "FAIL: config"; fail=1; }
+# The templated config is TOML with the role's values, strings escaped.
+python3 - "$root/etc/epyctune/epyctune.toml" <<'PY' || fail=1
+import sys, tomllib
+c = tomllib.load(open(sys.argv[1], "rb"))
+want = {"profile": "9754", "steps": "", "force": False, "revert_on_shutdown": False}
+bad = {k: c.get(k) for k, v in want.items() if c.get(k) != v}
+if c["drift"]["repair"] is not True or c["drift"]["interval_s"] != 300:
+    bad["drift"] = c["drift"]
+inst = c.get("instance", [{}])[0]
+if inst != {"name": "main", "model": '/srv/models/a "b"\\c.gguf', "port": 8081,
+            "map_cpus_unused": False}:
+    bad["instance"] = inst
+if bad:
+    print("FAIL: the templated config:", bad)
+    sys.exit(1)
+PY
 "$bin" --sysroot "$root" verify --profile 9754 --ignore-missing >/dev/null || {
   echo "FAIL: verify after the first run"
   fail=1
