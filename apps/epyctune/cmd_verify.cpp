@@ -64,7 +64,7 @@ void add_verify_command(CLI::App& app, GlobalOptions& global) {
                 "Skip knobs this host does not support instead of failing them");
   cmd->add_option("--output", args->output,
                   "Write the result to FILE atomically (temp file and rename) instead of stdout, "
-                  "e.g. a node_exporter textfile");
+                  "e.g. a node_exporter textfile (a path on this machine, not beneath --sysroot)");
   cmd->add_option("--steps", args->steps, "Steps to verify (default all)");
   cmd->add_flag("--force", args->force, "Verify even when the profile does not match this host");
   cmd->callback([args, &global] { global.exit_code = run_verify(*args, global); });
