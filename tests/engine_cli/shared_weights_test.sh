@@ -36,6 +36,26 @@ b=$("$bin" bench -m "$base/t.gguf" --batch 1 --passes 1 -r 1 -t 1 --ctx 4 --bw-m
    "shared False $file" ]] || fail "bench: $(json 'j["weights"]' <<<"$b")"
 json 'j["placement"]' <<<"$b" | grep -q "shared read-only from $file" || fail "bench placement"
 
+# On a launch plan: interleaved on node 0 (its own store file), and the
+# read-back of the store mapping's pages passes (exit 3 otherwise).
+cat >"$base/launch.toml" <<EOT
+[weights]
+layout = 'interleave'
+target_nodes = [ 0 ]
+draft_nodes = [ 0 ]
+
+[models]
+target = '$base/t.gguf'
+EOT
+lgen() { "$bin" generate --launch-config "$base/launch.toml" -n 6 --json -p "hello world" "$@"; }
+l1=$(lgen --shared-weights "$store") || fail "launch config run 1 exited $?"
+l2=$(lgen --shared-weights "$store") || fail "launch config run 2 exited $?"
+[[ $(json 'j["tokens"]' <<<"$l2") == "$want" ]] || fail "launch config: other tokens"
+[[ $(json 'j["weights"]["built"], j["weights"]["file"] != "'"$file"'"' <<<"$l1") == "True True" ]] ||
+  fail "launch config run 1: $(json 'j["weights"]' <<<"$l1")"
+[[ $(json 'j["launch"]["memory"]["target weights"]["store"]["store"], j["weights"]["built"]' \
+  <<<"$l2") == "shared False" ]] || fail "launch config run 2: $(json 'j["launch"]["memory"]' <<<"$l2")"
+
 # Bad directories and --mmap are refused with the reason.
 out=$(gen --shared-weights "$base/absent" 2>&1) && fail "a missing directory accepted"
 grep -q "no such directory" <<<"$out" || fail "missing directory message: $out"

@@ -178,12 +178,14 @@ TEST_CASE("--mmap and a shared store do not mix") {
 
 namespace {
 
-// In a child: load from the store, generate, write "built inode lock_wait
-// tokens..." to `out`; exit status 0 on success.
-[[noreturn]] void child_load(const fs::path& model, const fs::path& store, const fs::path& out) {
+// In a child: say so on `ready`, load from the store, generate, write "shared
+// built inode lock_wait tokens..." to `out`; exit status 0 on success.
+[[noreturn]] void child_load(const fs::path& model, const fs::path& store, const fs::path& out,
+                             int ready) {
   int rc = 1;
   try {
     auto pool = epyctune::engine::runtime::ThreadPool::unpinned(2);
+    if (::write(ready, "r", 1) != 1) ::_exit(4);
     auto m = LlamaModel::load(model, pool, shared_options(store));
     const auto& s = m->load_report().shared;
     std::ofstream f(out);
@@ -230,12 +232,23 @@ TEST_CASE("two processes loading at once: one builds, the other waits for it and
   int lock = ::open((file + ".lock").c_str(), O_RDWR | O_CLOEXEC);
   REQUIRE(lock >= 0);
   REQUIRE(::flock(lock, LOCK_EX) == 0);
+  int ready[2];
+  REQUIRE(::pipe(ready) == 0);
   pid_t pids[2];
   for (int i = 0; i < 2; ++i) {
     pids[i] = ::fork();
     REQUIRE(pids[i] >= 0);
-    if (pids[i] == 0) child_load(model, store.path(), dir.path() / ("out" + std::to_string(i)));
+    if (pids[i] == 0)
+      child_load(model, store.path(), dir.path() / ("out" + std::to_string(i)), ready[1]);
   }
+  ::close(ready[1]);  // a child that dies early ends the wait with EOF
+  for (int i = 0; i < 2; ++i) {
+    char c = 0;
+    REQUIRE(::read(ready[0], &c, 1) == 1);
+  }
+  ::close(ready[0]);
+  // Long enough for both to reach the lock (a tiny model parses in
+  // milliseconds), short enough to keep the test quick.
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   ::flock(lock, LOCK_UN);
   ::close(lock);
@@ -251,8 +264,8 @@ TEST_CASE("two processes loading at once: one builds, the other waits for it and
   CHECK(r1.shared);
   CHECK(r0.built != r1.built);  // exactly one built it
   CHECK(r0.inode == r1.inode);
-  CHECK(r0.lock_wait_s >= 0.2);
-  CHECK(r1.lock_wait_s >= 0.2);
+  CHECK(r0.lock_wait_s > 0.05);  // both queued on the lock
+  CHECK(r1.lock_wait_s > 0.05);
   CHECK(r0.tokens.size() == size_t(kTokens));
   CHECK(r0.tokens == r1.tokens);
   CHECK(r0.tokens == private_tokens(model));

@@ -355,6 +355,10 @@ CopyResult copy_weights(const gguf::File& f, LlamaWeights& w, const CopyOptions&
     base = s.data;
     r.shared = std::move(s.info);
     if (!r.shared.note.empty()) r.note += (r.note.empty() ? "" : "; ") + r.shared.note;
+    if (opts.hugepages && r.shared.fs != "hugetlbfs")
+      r.note += std::string(r.note.empty() ? "" : "; ") +
+                "hugepages asked for, but the shared store's pages are its file system's: put "
+                "the store on a hugetlbfs mount for huge pages";
   }
   for (const auto& it : L.items) it.m->data = base + it.offset;
   if (w.tied_output) {
