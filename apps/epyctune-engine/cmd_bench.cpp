@@ -109,6 +109,7 @@ engine::ModelOptions model_options(const BenchOptions& o, int max_k) {
   mo.numa = runtime::parse_numa_policy(o.numa);
   mo.copy_weights = !o.mmap;
   mo.pack_weights = !o.no_pack;
+  mo.shared_weights = o.launch.shared_weights;
   if (o.mmap && (o.hugepages || mo.numa != runtime::NumaPolicy::none))
     throw std::invalid_argument("--mmap uses the file mapping in place: drop --hugepages/--numa");
   if (o.kv != "f16" && o.kv != "f32") throw std::invalid_argument("--kv: expected f16 or f32");
@@ -297,6 +298,7 @@ nlohmann::json report_json(const BenchOptions& o, const engine::LlamaModel& mode
                {"packed_bytes", lr.packed_bytes},
                {"note", lr.page_note}};
   j["placement"] = model.placement_summary();
+  j["weights"] = placement::weights_json(model);
   j["pool"] = {{"regions_per_token_pass", r.pool_cost.regions_per_pass},
                {"empty_region_us", r.pool_cost.region_us}};
   return j;

@@ -187,6 +187,7 @@ void load_session(const GenerateArgs& a, Session& s) {
   // own partition's CPUs, so the draft's traffic stays off the target's memory.
   eng::ModelOptions mo;
   mo.n_ctx = a.n_ctx;
+  mo.shared_weights = a.launch.shared_weights;
   if (s.partitioned()) mo.numa = eng::runtime::NumaPolicy::local;
   if (a.mmap) {
     mo.copy_weights = false;
@@ -261,6 +262,7 @@ void print_json(const GenerateArgs& a, const Session& s, const RunResult& r,
                {"draft", common::format_cpulist(s.plan.draft_cpus)},
                {"verify", common::format_cpulist(s.plan.verify_cpus)}};
   j["bytes_per_token"] = s.target->weight_bytes_per_pass(1);
+  j["weights"] = eng::placement::weights_json(*s.target);
   j["launch"] = s.launch ? s.launch->report() : nlohmann::json(nullptr);
   // Byte-fallback pieces may split a UTF-8 sequence; JSON strings must be
   // valid UTF-8, so broken bytes become U+FFFD (the ids stay exact).

@@ -125,6 +125,10 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::filesystem::path& path,
   for (Mat* mat : w.matrices()) m->load_.weight_bytes += mat->bytes();
   m->load_.weight_bytes += w.norm_bytes;
 
+  if (!opts.copy_weights && !opts.shared_weights.empty())
+    throw std::invalid_argument(
+        "--shared-weights maps a shared prepared copy of the weights, and --mmap uses the file "
+        "in place (already shared through the page cache): drop one");
   bool copy = opts.copy_weights || opts.hugepages || opts.numa != runtime::NumaPolicy::none;
   if (copy) {
     auto t1 = std::chrono::steady_clock::now();
@@ -134,7 +138,9 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::filesystem::path& path,
     co.policy = opts.numa;
     co.nodes = opts.numa_nodes;
     co.progress = opts.progress;
+    co.shared_dir = opts.shared_weights;
     auto r = copy_weights(*m->file_, w, co, pool);
+    m->load_.shared = std::move(r.shared);
     m->load_.packed_bytes = r.packed_bytes;
     m->impl_->weight_copy = std::move(r.memory);
     m->load_.pages = m->impl_->weight_copy.kind();
@@ -197,6 +203,9 @@ std::string LlamaModel::placement_summary() const {
   const auto ranges = weight_ranges();
   auto p = runtime::placement_of(entries, ranges);
   std::string out = fmt::format("{} ({})", p.summary(), runtime::page_kind_name(load_.pages));
+  if (load_.shared.shared)
+    out += fmt::format("; shared read-only from {} ({})", load_.shared.file,
+                       load_.shared.built ? "built by this load" : "already there");
   if (load_.pages == runtime::PageKind::thp) {
     std::string e2;
     uint64_t huge = runtime::read_self_anon_huge_bytes(ranges, e2);

@@ -19,6 +19,7 @@
 #include "engine/model/llama_config.hpp"
 #include "engine/runtime/numa_maps.hpp"
 #include "engine/runtime/progress.hpp"
+#include "engine/runtime/shared_weights.hpp"
 #include "engine/runtime/weight_memory.hpp"
 
 namespace epyctune::engine {
@@ -42,7 +43,12 @@ struct ModelOptions {
   bool hugepages = false;                                // implies copy_weights
   runtime::NumaPolicy numa = runtime::NumaPolicy::none;  // != none implies copy_weights
   std::vector<int> numa_nodes;  // empty = all memory nodes (local: the pool's nodes)
-  int max_batch = 64;           // longer forward() calls are split in chunks of this
+  // Non-empty: the copy lives in a store file in this directory, mapped
+  // read-only and shared by every process that loads the same model with the
+  // same layout, ISA and placement (runtime/shared_weights.hpp); built there
+  // first when absent. Implies copy_weights.
+  std::filesystem::path shared_weights;
+  int max_batch = 64;  // longer forward() calls are split in chunks of this
   // Read every weight page at load (in parallel on the pool), so the first
   // forward() does not pay the page faults / disk reads.
   bool prefault = false;
@@ -59,8 +65,9 @@ struct LoadReport {
   uint64_t file_bytes = 0;
   uint64_t weight_bytes = 0;
   runtime::PageKind pages = runtime::PageKind::file_mmap;
-  uint64_t packed_bytes = 0;  // weight bytes repacked into the packed16 layout
-  std::string page_note;      // why hugetlb fell back, NUMA bind errors
+  uint64_t packed_bytes = 0;          // weight bytes repacked into the packed16 layout
+  std::string page_note;              // why hugetlb fell back, NUMA bind errors
+  runtime::SharedWeightsInfo shared;  // shared.shared: mapped from a store file
 };
 
 class LlamaModel : public CausalLM {

@@ -2,15 +2,18 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <stdexcept>
 
 #include "engine/gguf/gguf.hpp"
 #include "engine/kernels/kernels.hpp"
 #include "engine/runtime/progress.hpp"
+#include "engine/runtime/shared_weights.hpp"
 #include "engine/runtime/thread_pool.hpp"
 
 namespace epyctune::engine {
@@ -133,6 +136,9 @@ LlamaWeights bind_weights(const gguf::File& f, const LlamaConfig& c) {
 namespace {
 
 constexpr size_t kExtent = size_t{2} << 20;
+// The version of the weight image's layout (extents, alignment, packed16
+// format): bump it when the bytes of a copy change for the same inputs.
+constexpr int kImageVersion = 1;
 
 size_t round_up(size_t v, size_t a) {
   return (v + a - 1) / a * a;
@@ -182,27 +188,51 @@ CopyLayout layout_copy(LlamaWeights& w) {
   return L;
 }
 
-// mbinds each group's extent per the policy before anything touches it; a
-// failure is noted and leaves placement to the kernel.
-void bind_extents(CopyResult& r, const CopyLayout& L, const CopyOptions& opts,
-                  const runtime::ThreadPool& pool) {
+// The nodes a policy places on: the given ones, else the pool's (local) or
+// every node with memory; none for NumaPolicy::none.
+std::vector<int> resolve_nodes(const CopyOptions& opts, const runtime::ThreadPool& pool) {
+  if (opts.policy == runtime::NumaPolicy::none) return {};
+  if (!opts.nodes.empty()) return opts.nodes;
+  return opts.policy == runtime::NumaPolicy::local ? runtime::nodes_of_cpus(pool.cpus())
+                                                   : runtime::memory_nodes();
+}
+
+// mbinds each group's extent of the untouched copy at `base` (map_len bytes,
+// `page` bytes a page) per the policy; a failure is noted and leaves
+// placement to the kernel.
+void bind_extents(uint8_t* base, size_t map_len, size_t page, const CopyLayout& L,
+                  const CopyOptions& opts, const std::vector<int>& nodes, std::string& note) {
   if (opts.policy == runtime::NumaPolicy::none) return;
   const int n_layers = static_cast<int>(L.extent.size()) - 1;
-  std::vector<int> nodes = opts.nodes;
-  if (nodes.empty())
-    nodes = opts.policy == runtime::NumaPolicy::local ? runtime::nodes_of_cpus(pool.cpus())
-                                                      : runtime::memory_nodes();
   for (int g = 0; g <= n_layers; ++g) {
     std::vector<int> gn = nodes;
     if (opts.policy == runtime::NumaPolicy::split && g > 0)
       gn = {nodes[static_cast<size_t>(g - 1) * nodes.size() / n_layers]};
     std::string err;
-    if (!r.memory.bind(L.extent[g].first, L.extent[g].second - L.extent[g].first, opts.policy, gn,
-                       err)) {
-      r.note += (r.note.empty() ? "" : "; ") + err + " (placement left to the kernel)";
+    if (!runtime::bind_pages(base, map_len, page, L.extent[g].first,
+                             L.extent[g].second - L.extent[g].first, opts.policy, gn, err)) {
+      note += (note.empty() ? "" : "; ") + err + " (placement left to the kernel)";
       break;
     }
   }
+}
+
+// Which matrices are repacked (packed16) and how many bytes that is. An
+// untied embedding table is only looked up by row: ggml's layout. A tied one
+// is also the output head, the largest matmul of a small model, and reads
+// several times slower at one token as ggml rows; it is packed, and lookups
+// unpack the row's panel.
+uint64_t choose_layouts(LlamaWeights& w, const CopyLayout& L, const CopyOptions& opts) {
+  uint64_t packed = 0;
+  for (const auto& it : L.items) {
+    Mat& m = *it.m;
+    const bool matmul = &m != &w.tok_embd || w.tied_output;
+    if (opts.pack && matmul && kernels::packed_layout_pays(m.type)) {
+      m.layout = kernels::WeightLayout::packed16;
+      packed += m.bytes();
+    }
+  }
+  return packed;
 }
 
 struct CopyPiece {
@@ -213,29 +243,18 @@ struct CopyPiece {
 };
 
 // Pieces of whole rows (about 2 MiB) spread over the pool: parallel page
-// faults and reads, and each piece is repacked while it is in cache. Marks the
-// matrices that will be packed.
-std::vector<CopyPiece> plan_pieces(LlamaWeights& w, const CopyLayout& L, const CopyOptions& opts,
-                                   CopyResult& r) {
+// faults and reads, and each piece is repacked while it is in cache.
+std::vector<CopyPiece> plan_pieces(const CopyLayout& L, uint8_t* base) {
   std::vector<CopyPiece> pieces;
   for (const auto& it : L.items) {
-    Mat& m = *it.m;
-    // An untied embedding table is only looked up by row: ggml's layout. A
-    // tied one is also the output head, the largest matmul of a small model,
-    // and reads several times slower at one token as ggml rows; it is packed,
-    // and lookups unpack the row's panel.
-    const bool matmul = &m != &w.tok_embd || w.tied_output;
-    const bool pack = opts.pack && matmul && kernels::packed_layout_pays(m.type);
+    const Mat& m = *it.m;
+    const bool pack = m.layout == kernels::WeightLayout::packed16;
     const uint8_t* src = m.data;
-    uint8_t* dst = r.memory.data() + it.offset;
+    uint8_t* dst = base + it.offset;
     // Whole 16-row panels per piece: packed matrices interleave them.
     const size_t step = std::max<size_t>(16, kExtent / m.row_bytes / 16 * 16) * m.row_bytes;
     for (size_t o = 0; o < m.bytes(); o += step)
       pieces.push_back({src + o, dst + o, std::min(step, m.bytes() - o), pack ? &m : nullptr});
-    if (pack) {
-      m.layout = kernels::WeightLayout::packed16;
-      r.packed_bytes += m.bytes();
-    }
   }
   return pieces;
 }
@@ -258,16 +277,10 @@ void copy_piece(const CopyPiece& p, int fd, const uint8_t* file_base) {
                        static_cast<int64_t>(p.n / p.pack->row_bytes), p.pack->cols);
 }
 
-}  // namespace
-
-CopyResult copy_weights(const gguf::File& f, LlamaWeights& w, const CopyOptions& opts,
-                        runtime::ThreadPool& pool) {
-  const CopyLayout L = layout_copy(w);
-  CopyResult r;
-  r.memory = runtime::WeightMemory::allocate(L.bytes, opts.hugepages);
-  r.note = r.memory.fallback_reason();
-  bind_extents(r, L, opts, pool);
-  const std::vector<CopyPiece> pieces = plan_pieces(w, L, opts, r);
+// Writes every matrix (still pointing into the file) into the copy at base.
+void copy_all(const gguf::File& f, const CopyLayout& L, uint8_t* base, const CopyOptions& opts,
+              runtime::ThreadPool& pool) {
+  const std::vector<CopyPiece> pieces = plan_pieces(L, base);
   const uint8_t* file_base = f.bytes().data();
   int fd = ::open(f.path().c_str(), O_RDONLY | O_CLOEXEC);
   runtime::parallel_for_progress(
@@ -277,7 +290,77 @@ CopyResult copy_weights(const gguf::File& f, LlamaWeights& w, const CopyOptions&
         for (int64_t i = b; i < e; ++i) copy_piece(pieces[i], fd, file_base);
       });
   if (fd >= 0) ::close(fd);
-  for (const auto& it : L.items) it.m->data = r.memory.data() + it.offset;
+}
+
+// Everything that changes the bytes of the copy (or where its pages are), as
+// text: the store file's key. The model file by identity and by a hash of its
+// header and tensor table; the layout (offsets, types, shapes, packed or
+// not) by a hash; the ISA, which decides what is packed; the NUMA placement.
+std::string store_key(const gguf::File& f, const CopyLayout& L, const CopyOptions& opts,
+                      const std::vector<int>& nodes) {
+  struct stat st {};
+  if (::stat(f.path().c_str(), &st) != 0)
+    throw std::runtime_error(fmt::format("{}: cannot stat: {}", f.path(), std::strerror(errno)));
+  const auto bytes = f.bytes();
+  const auto header = bytes.first(std::min(f.data_offset(), bytes.size()));
+  std::string layout;
+  for (const auto& it : L.items)
+    layout +=
+        fmt::format("{} {} {} {} {} {} {}\n", it.m->name, static_cast<int>(it.m->type), it.m->rows,
+                    it.m->cols, it.m->row_bytes, it.offset, static_cast<int>(it.m->layout));
+  std::string node_list;
+  for (int n : nodes) node_list += (node_list.empty() ? "" : ",") + std::to_string(n);
+  return fmt::format(
+      "epyctune weight image {}\nmodel.dev={}\nmodel.ino={}\nmodel.size={}\nmodel.mtime_ns={}\n"
+      "model.header_bytes={}\nmodel.header_hash={:016x}\nisa={}\npack={}\nnuma.policy={}\n"
+      "numa.nodes={}\nlayout.bytes={}\nlayout.hash={:016x}\n",
+      kImageVersion, static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
+      static_cast<uint64_t>(st.st_size),
+      static_cast<uint64_t>(st.st_mtim.tv_sec) * 1000000000ull +
+          static_cast<uint64_t>(st.st_mtim.tv_nsec),
+      header.size(), runtime::hash64(header), kernels::isa_name(kernels::active_isa()),
+      opts.pack ? 1 : 0, runtime::numa_policy_name(opts.policy), node_list, L.bytes,
+      runtime::hash64(layout));
+}
+
+}  // namespace
+
+CopyResult copy_weights(const gguf::File& f, LlamaWeights& w, const CopyOptions& opts,
+                        runtime::ThreadPool& pool) {
+  const CopyLayout L = layout_copy(w);
+  CopyResult r;
+  r.packed_bytes = choose_layouts(w, L, opts);
+  const std::vector<int> nodes = resolve_nodes(opts, pool);
+  const uint8_t* base = nullptr;
+  if (opts.shared_dir.empty()) {
+    r.memory = runtime::WeightMemory::allocate(L.bytes, opts.hugepages);
+    r.note = r.memory.fallback_reason();
+    const size_t page = r.memory.kind() == runtime::PageKind::hugetlb ? kExtent : 4096;
+    bind_extents(r.memory.data(), r.memory.size(), page, L, opts, nodes, r.note);
+    copy_all(f, L, r.memory.data(), opts, pool);
+    base = r.memory.data();
+  } else {
+    runtime::SharedWeightsRequest req;
+    req.dir = opts.shared_dir;
+    req.key = store_key(f, L, opts, nodes);
+    req.data_bytes = L.bytes;
+    req.policy = opts.policy;
+    req.nodes = nodes;
+    req.place = [&](uint8_t* data, size_t page) {
+      bind_extents(data, round_up(L.bytes, page), page, L, opts, nodes, r.note);
+    };
+    req.fill = [&](uint8_t* data) { copy_all(f, L, data, opts, pool); };
+    auto s = runtime::open_shared_weights(req);
+    r.memory = std::move(s.memory);
+    base = s.data;
+    r.shared = std::move(s.info);
+    if (!r.shared.note.empty()) r.note += (r.note.empty() ? "" : "; ") + r.shared.note;
+    if (opts.hugepages && r.shared.fs != "hugetlbfs")
+      r.note += std::string(r.note.empty() ? "" : "; ") +
+                "hugepages asked for, but the shared store's pages are its file system's: put "
+                "the store on a hugetlbfs mount for huge pages";
+  }
+  for (const auto& it : L.items) it.m->data = base + it.offset;
   if (w.tied_output) {
     w.output.data = w.tok_embd.data;
     w.output.layout = w.tok_embd.layout;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "engine/kernels/kernels.hpp"
 #include "engine/model/llama_config.hpp"
 #include "engine/runtime/progress.hpp"
+#include "engine/runtime/shared_weights.hpp"
 #include "engine/runtime/weight_memory.hpp"
 
 namespace epyctune::engine {
@@ -53,9 +55,10 @@ struct LlamaWeights {
 LlamaWeights bind_weights(const gguf::File& f, const LlamaConfig& cfg);
 
 struct CopyResult {
-  runtime::WeightMemory memory;
-  std::string note;           // NUMA bind failures, hugetlb fallback
-  uint64_t packed_bytes = 0;  // bytes repacked (CopyOptions::pack)
+  runtime::WeightMemory memory;  // private, or the read-only store file mapping
+  std::string note;              // NUMA bind failures, hugetlb fallback, store files rebuilt
+  uint64_t packed_bytes = 0;     // bytes repacked (CopyOptions::pack)
+  runtime::SharedWeightsInfo shared;
 };
 struct CopyOptions {
   bool hugepages = false;
@@ -65,11 +68,16 @@ struct CopyOptions {
   runtime::NumaPolicy policy = runtime::NumaPolicy::none;
   std::vector<int> nodes;
   runtime::ProgressFn progress;  // stage "copy", in bytes
+  // Non-empty: map the copy read-only from this shared store directory,
+  // building the store file first when it is absent or unusable.
+  std::filesystem::path shared_dir;
 };
 // Copies every matrix into one WeightMemory (each layer's tensors in their own
 // 2 MiB-aligned extent, mbind-placed per policy before the copy touches it) and
 // repoints the Mats at the copy. Data is pread() from f's file (no page faults
-// on the file mapping), or copied from the mapping when that fails.
+// on the file mapping), or copied from the mapping when that fails. With a
+// shared_dir the copy is a store file (runtime/shared_weights.hpp) holding the
+// same bytes, mapped read-only.
 CopyResult copy_weights(const gguf::File& f, LlamaWeights& w, const CopyOptions& opts,
                         runtime::ThreadPool& pool);
 

@@ -67,7 +67,25 @@ std::string LaunchSetup::group_of(const std::string& side) const {
   return side == "draft" ? plan_.draft.resctrl_group : plan_.verify.resctrl_group;
 }
 
+nlohmann::json weights_json(const LlamaModel& m) {
+  const auto& lr = m.load_report();
+  const auto& s = lr.shared;
+  nlohmann::json j = {{"store", s.shared ? "shared" : "private"},
+                      {"pages", runtime::page_kind_name(lr.pages)},
+                      {"note", lr.page_note}};
+  if (s.shared) {
+    j["file"] = s.file;
+    j["inode"] = s.inode;
+    j["built"] = s.built;
+    j["fs"] = s.fs;
+    j["page_size"] = s.page_size;
+    j["lock_wait_s"] = s.lock_wait_s;
+  }
+  return j;
+}
+
 void LaunchSetup::apply_memory_policy(ModelOptions& mo, bool draft) const {
+  if (!o_.shared_weights.empty()) mo.shared_weights = o_.shared_weights;
   if (!plan_.has_weights && !plan_.has_spec) return;
   mo.copy_weights = true;
   mo.numa_nodes = side_nodes(draft);
@@ -130,9 +148,11 @@ std::string LaunchSetup::check(const LlamaModel& target, const LlamaModel* draft
       if (!e.empty()) problems.push_back(e);
     };
     one("target weights", target.weight_ranges(), target_nodes_);
+    memory_["target weights"]["store"] = weights_json(target);
     one("target KV cache", {target.kv_range()}, target_nodes_);
     if (draft) {
       one("draft weights", draft->weight_ranges(), draft_nodes_);
+      memory_["draft weights"]["store"] = weights_json(*draft);
       one("draft KV cache", {draft->kv_range()}, draft_nodes_);
     }
   }
@@ -188,9 +208,13 @@ std::vector<std::string> LaunchSetup::report_lines() const {
   for (const auto& [g, n] : joined)
     out.push_back(
         fmt::format("{} thread(s) in resctrl group {} ({}/{}/tasks)", n, g, o_.resctrl_root, g));
-  for (const auto& [what, m] : memory_.items())
+  for (const auto& [what, m] : memory_.items()) {
     out.push_back(fmt::format("{}: {} bytes per node, plan nodes {}", what,
                               m["bytes_per_node"].dump(), m["plan_nodes"].dump()));
+    if (m.contains("store") && m["store"]["store"] == "shared")
+      out.push_back(
+          fmt::format("{}: shared read-only from {}", what, m["store"]["file"].get<std::string>()));
+  }
   return out;
 }
 

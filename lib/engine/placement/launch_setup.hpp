@@ -22,7 +22,15 @@ struct LaunchOptions {
   std::string launch_config;                     // the file
   std::string resctrl_root = "/sys/fs/resctrl";  // fixtures point this into their tree
   bool map_cpus = false;                         // map plan CPUs/nodes absent here
+  // --shared-weights DIR: weights mapped read-only from a store file there,
+  // shared with every instance of the same model on the same nodes.
+  std::string shared_weights;
 };
+
+// How a model's weights are held, for --json reports: {"store": "private" or
+// "shared", "file", "inode", "built", "fs", "page_size", "lock_wait_s",
+// "pages", "note"}.
+nlohmann::json weights_json(const LlamaModel& m);
 
 class LaunchSetup {
  public:
@@ -34,7 +42,8 @@ class LaunchSetup {
   bool has_partition() const { return plan_.has_spec; }
   const std::vector<int>& verify_cpus() const { return cpus_.verify; }
   const std::vector<int>& draft_cpus() const { return cpus_.draft; }
-  // Model options for one side's weights (numa policy, nodes, hugepages).
+  // Model options for one side's weights (numa policy, nodes, hugepages,
+  // shared store).
   void apply_memory_policy(ModelOptions& mo, bool draft) const;
 
   // A pool pinned to the side's CPUs whose workers join the side's group.

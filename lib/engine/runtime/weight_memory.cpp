@@ -28,6 +28,8 @@ const char* page_kind_name(PageKind k) {
       return "thp";
     case PageKind::hugetlb:
       return "hugetlb-2M";
+    case PageKind::shared:
+      return "shared-file";
   }
   return "?";
 }
@@ -120,16 +122,29 @@ WeightMemory::~WeightMemory() {
   if (base_) munmap(base_, len_);
 }
 
-bool WeightMemory::bind(size_t offset, size_t len, NumaPolicy policy,
-                        const std::vector<int>& nodes_in, std::string& err) {
+WeightMemory WeightMemory::adopt(uint8_t* base, size_t len, PageKind kind) {
+  WeightMemory m;
+  m.base_ = base;
+  m.len_ = len;
+  m.kind_ = kind;
+  return m;
+}
+
+bool WeightMemory::bind(size_t offset, size_t len, NumaPolicy policy, const std::vector<int>& nodes,
+                        std::string& err) {
+  return bind_pages(base_, len_, kind_ == PageKind::hugetlb ? kHuge : 4096, offset, len, policy,
+                    nodes, err);
+}
+
+bool bind_pages(uint8_t* base, size_t map_len, size_t page, size_t offset, size_t len,
+                NumaPolicy policy, const std::vector<int>& nodes_in, std::string& err) {
   if (policy == NumaPolicy::none || len == 0) return true;
   if (numa_available() < 0) {
     err = "unsupported: no NUMA support in this kernel (numa_available() < 0)";
     return false;
   }
   std::vector<int> nodes = nodes_in.empty() ? memory_nodes() : nodes_in;
-  const size_t page = kind_ == PageKind::hugetlb ? kHuge : 4096;
-  size_t b = round_up(offset, page), e = std::min(len_, (offset + len) / page * page);
+  size_t b = round_up(offset, page), e = std::min(map_len, (offset + len) / page * page);
   if (e <= b) return true;
   unsigned long maxnode = 1;
   for (int n : nodes) maxnode = std::max<unsigned long>(maxnode, static_cast<unsigned long>(n) + 1);
@@ -138,7 +153,7 @@ bool WeightMemory::bind(size_t offset, size_t len, NumaPolicy policy,
   // Several nodes: round-robin pages over them; one node: bind to it. Called
   // before the range is touched, so first touch places every page.
   int mode = nodes.size() > 1 ? MPOL_INTERLEAVE : MPOL_BIND;
-  if (::mbind(base_ + b, e - b, mode, mask.data(), maxnode + 1, 0) != 0) {
+  if (::mbind(base + b, e - b, mode, mask.data(), maxnode + 1, 0) != 0) {
     err = std::string("mbind failed: ") + std::strerror(errno);
     return false;
   }

@@ -13,7 +13,8 @@ enum class PageKind {
   file_mmap,  // weights used in place from the GGUF mapping (no copy)
   small,      // anonymous 4 KiB pages
   thp,        // anonymous, madvise(MADV_HUGEPAGE): transparent hugepages if the kernel grants them
-  hugetlb,    // MAP_HUGETLB 2 MiB pages from the reserved pool
+  hugetlb,    // MAP_HUGETLB 2 MiB pages from the reserved pool (or a hugetlbfs store file)
+  shared,     // a read-only MAP_SHARED mapping of a shared weights store file (tmpfs, disk)
 };
 const char* page_kind_name(PageKind k);
 
@@ -26,11 +27,21 @@ enum class NumaPolicy {
 const char* numa_policy_name(NumaPolicy p);
 NumaPolicy parse_numa_policy(std::string_view s);  // "none|interleave|split|local"; throws
 
-// An anonymous mapping of at least `bytes`, 2 MiB aligned.
+// mbind [offset, offset+len) of the mapping [base, base+map_len), shrunk to
+// whole pages of `page` bytes, before it is touched. nodes empty = all nodes
+// with memory. Returns false with `err` set when the kernel refuses (no NUMA
+// support, node not allowed): placement is advisory.
+bool bind_pages(uint8_t* base, size_t map_len, size_t page, size_t offset, size_t len,
+                NumaPolicy policy, const std::vector<int>& nodes, std::string& err);
+
+// An anonymous mapping of at least `bytes`, 2 MiB aligned, or a mapping
+// adopted from elsewhere (a shared store file).
 class WeightMemory {
  public:
   // want_huge: try MAP_HUGETLB first; otherwise (or when that fails) THP via madvise.
   static WeightMemory allocate(size_t bytes, bool want_huge);
+  // Takes ownership of an mmap()ed range: munmap()ed on destruction.
+  static WeightMemory adopt(uint8_t* base, size_t len, PageKind kind);
   WeightMemory() = default;
   WeightMemory(WeightMemory&& o) noexcept;
   WeightMemory& operator=(WeightMemory&& o) noexcept;
