@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 #include <httplib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <nlohmann/json.hpp>
@@ -11,6 +12,7 @@
 
 #include "serve/serve_child.hpp"
 #include "serve/serve_fixture.hpp"
+#include "test_util.hpp"
 
 using namespace epyctune::testing;
 using nlohmann::json;
@@ -275,5 +277,47 @@ TEST_CASE("a full queue answers 503 at once, and leaving clients free their slot
   auto next = post(c, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 2}});
   REQUIRE(next);
   CHECK(next->status == 200);
+  CHECK(s.stop() == 0);
+}
+
+// The daemon starts serve on a launch plan's partition: the threads land in
+// the plan's groups, /health reports where, and speculation stays lossless.
+TEST_CASE("serve on a launch config reports the placement in /health") {
+  auto& m = ServeModels::get();
+  TempDir d;
+  const auto root = d.path() / "resctrl";
+  std::filesystem::create_directories(root / "g-draft");
+  std::filesystem::create_directories(root / "g-verify");
+  const auto cfg = d.path() / "engine.toml";
+  write_file(cfg,
+             "[spec]\ndraft_cpus = '100'\nverify_cpus = '101-103'\ndraft_l3 = [0, 1]\n"
+             "draft_resctrl_group = 'g-draft'\nverify_resctrl_group = 'g-verify'\n"
+             "[models]\ntarget = '" +
+                 m.tiny + "'\ndraft = '" + m.draft + "'\n");
+  const std::string want = generate_text(m.tiny, kPrompt, 16);
+  ServeChild s(engine_bin(),
+               {"--launch-config", cfg.string(), "--resctrl-root", root.string(), "--map-cpus"});
+  httplib::Client c(s.host(), s.port());
+  const json req = {{"prompt", kPrompt}, {"max_tokens", 16}, {"temperature", 0}};
+  for (int i = 0; i < 2; ++i) {  // a fresh drafting thread each time
+    auto r = post(c, "/v1/completions", req);
+    REQUIRE(r);
+    CHECK(json::parse(r->body)["choices"][0]["text"] == want);
+  }
+  const json h = json::parse(c.Get("/health")->body);
+  CHECK(h["spec_mode"] == "partitioned");
+  const json& l = h["launch"];
+  REQUIRE(l.is_object());
+  CHECK(l["cpus_mapped"] == true);
+  int draft = 0, verify = 0;
+  for (const auto& t : l["threads"]) {
+    CHECK(t["error"] == "");
+    (t["resctrl_group"] == "g-draft" ? draft : verify)++;
+  }
+  CHECK(draft == 1);  // recorded once, not once per request
+  CHECK(verify >= 1);
+  // Both requests' drafting threads joined the draft group.
+  const std::string tasks = read_file(root / "g-draft" / "tasks");
+  CHECK(std::count(tasks.begin(), tasks.end(), '\n') == 2);
   CHECK(s.stop() == 0);
 }
