@@ -27,9 +27,11 @@ struct ServeModels {
     wo.quant = "q8_0";
     wo.threads = 1;
     write_model(tiny, parse_shape("tiny"), wo);
-    // Four times tiny's width and layers: a few ms a token on one thread.
-    write_model(slow, parse_shape("dim=256,layers=4,heads=4,kv_heads=4,ffn=768,vocab=512,ctx=4096"),
-                wo);
+    // Four times tiny's width, twice its layers, a long context: a completion
+    // of thousands of tokens runs for seconds on one thread, long enough to
+    // fill a queue behind it.
+    write_model(slow,
+                parse_shape("dim=256,layers=4,heads=4,kv_heads=4,ffn=768,vocab=512,ctx=16384"), wo);
     auto pool = runtime::ThreadPool::unpinned(1);
     PairOptions po;
     po.agreement = 0.6;

@@ -210,7 +210,7 @@ TEST_CASE("a full queue answers 503 at once, and leaving clients free their slot
   ServeChild s(engine_bin(), {"-m", m.slow, "-t", "1", "--queue", "1"});
   httplib::Client c(s.host(), s.port());
   const json long_req = {{"prompt", kPrompt},
-                         {"max_tokens", 4000},
+                         {"max_tokens", 16000},
                          {"temperature", 0},
                          {"ignore_eos", true},
                          {"stream", true}};
@@ -244,10 +244,10 @@ TEST_CASE("a full queue answers 503 at once, and leaving clients free their slot
   REQUIRE(a_started);
   REQUIRE(wait_metric(c, "epyctune_serve_in_flight", 1));
 
-  // B waits in the queue; its client gives up after a second.
+  // B waits in the queue; its client gives up after three seconds.
   b = std::thread([&] {
     httplib::Client cb(s.host(), s.port());
-    cb.set_read_timeout(1, 0);
+    cb.set_read_timeout(3, 0);
     json body = long_req;
     body["stream"] = false;
     auto r = post(cb, "/v1/completions", body);
@@ -272,7 +272,7 @@ TEST_CASE("a full queue answers 503 at once, and leaving clients free their slot
   a.join();
   CHECK(wait_metric(c, "epyctune_serve_in_flight", 0));  // A was cancelled, not finished
   CHECK(metric(c, "epyctune_serve_cancelled_total") == 2);
-  CHECK(metric(c, "epyctune_serve_generated_tokens_total") < 4000);
+  CHECK(metric(c, "epyctune_serve_generated_tokens_total") < 16000);
 
   auto next = post(c, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 2}});
   REQUIRE(next);
@@ -319,5 +319,18 @@ TEST_CASE("serve on a launch config reports the placement in /health") {
   // Both requests' drafting threads joined the draft group.
   const std::string tasks = read_file(root / "g-draft" / "tasks");
   CHECK(std::count(tasks.begin(), tasks.end(), '\n') == 2);
+  CHECK(s.stop() == 0);
+}
+
+TEST_CASE("--queue 0: one request at a time, none waiting") {
+  auto& m = ServeModels::get();
+  ServeChild s(engine_bin(), {"-m", m.tiny, "-t", "1", "--queue", "0"});
+  httplib::Client c(s.host(), s.port());
+  for (int i = 0; i < 3; ++i) {
+    auto r = post(c, "/v1/completions", {{"prompt", "a"}, {"max_tokens", 4}});
+    REQUIRE(r);
+    CHECK(r->status == 200);
+  }
+  CHECK(metric(c, "epyctune_serve_queue_capacity") == 0);
   CHECK(s.stop() == 0);
 }

@@ -88,7 +88,9 @@ void HttpServer::Impl::routes() {
   });
   svr.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     const std::string ep = known_endpoint(req.path);
-    const bool timed = res.status == 200 && ep.starts_with("/v1/") && ep != "/v1/models";
+    // Latency of completed replies only: a stream whose client left is not one.
+    const bool timed = res.status == 200 && ep.starts_with("/v1/") && ep != "/v1/models" &&
+                       (!res.content_provider_ || res.content_provider_success_);
     metrics.request(
         ep, res.status,
         timed ? std::chrono::duration<double>(Clock::now() - t_request_start).count() : -1.0);
@@ -314,6 +316,9 @@ int HttpServer::bind() {
 
 void HttpServer::start() {
   impl_->listener = std::thread([this] { impl_->svr.listen_after_bind(); });
+  // stop() only stops a server that runs: wait until it does.
+  for (int i = 0; i < 1000 && !impl_->svr.is_running(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
 void HttpServer::attach(Engine& engine, Scheduler& scheduler) {

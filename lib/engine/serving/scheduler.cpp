@@ -70,7 +70,9 @@ Scheduler::~Scheduler() {
 Scheduler::Ticket Scheduler::submit(JobInput in) {
   std::lock_guard lk(mu_);
   if (stopping_) return {Admit::stopping, nullptr};
-  if (queue_.size() >= capacity_) return {Admit::full, nullptr};
+  // Outstanding jobs: the waiting ones and the running one (a job the idle
+  // worker has not picked up yet waits in the queue, so it counts once).
+  if (queue_.size() + (running_ ? 1 : 0) >= capacity_ + 1) return {Admit::full, nullptr};
   auto job = std::make_shared<Job>(std::move(in));
   queue_.push_back(job);
   cv_.notify_all();

@@ -1,7 +1,7 @@
 // One generation worker and a bounded queue in front of it. The model runs
 // batch 1, so completions run one at a time on a single thread (the one that
-// drives the partition's thread pool); up to `capacity` more wait. A request
-// beyond that is refused at once. The HTTP thread that owns a job reads its
+// drives the partition's thread pool); up to `capacity` more wait (0: none).
+// A request beyond that is refused at once. The HTTP thread that owns a job reads its
 // text as it is generated and cancels it when its client leaves: a waiting
 // job then leaves the queue, a running one stops at the next token.
 #pragma once
