@@ -46,6 +46,16 @@ bool wait_metric(httplib::Client& c, const std::string& name, double want) {
   return false;
 }
 
+// Polls /metrics until it holds `line`. A request is counted once its reply
+// is written, which may be just after the client has read it.
+bool wait_metrics_line(httplib::Client& c, const std::string& line) {
+  for (int i = 0; i < 500; ++i) {
+    if (c.Get("/metrics")->body.find(line) != std::string::npos) return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return false;
+}
+
 }  // namespace
 
 TEST_CASE("serve answers completions as generate does, streamed and not") {
@@ -176,12 +186,12 @@ TEST_CASE("bad requests get OpenAI-style 400, 404 and 413; health, models and me
     CAPTURE(name);
     CHECK(t.find(std::string("# HELP epyctune_serve_") + name + " ") != std::string::npos);
   }
-  CHECK(t.find("epyctune_serve_requests_total{endpoint=\"/v1/completions\",code=\"400\"} 4") !=
-        std::string::npos);
-  CHECK(t.find("epyctune_serve_requests_total{endpoint=\"/v1/completions\",code=\"200\"} 1") !=
-        std::string::npos);
+  CHECK(wait_metrics_line(
+      c, "epyctune_serve_requests_total{endpoint=\"/v1/completions\",code=\"400\"} 4\n"));
+  CHECK(wait_metrics_line(
+      c, "epyctune_serve_requests_total{endpoint=\"/v1/completions\",code=\"200\"} 1\n"));
   CHECK(metric(c, "epyctune_serve_generated_tokens_total") == 5);
-  CHECK(metric(c, "epyctune_serve_request_duration_seconds_count") == 1);
+  CHECK(wait_metric(c, "epyctune_serve_request_duration_seconds_count", 1));
   CHECK(s.stop() == 0);
 }
 
