@@ -64,6 +64,8 @@ int64_t completion_tokens(const std::string& body, bool stream) {
 void client(const Options& o, const std::string& host, int port, Clock::time_point end, Tally& t) {
   httplib::Client c(host, port);
   c.set_read_timeout(300, 0);
+  c.set_tcp_nodelay(true);
+  c.set_keep_alive(true);  // one connection per client, as a real client keeps
   json body = {{"prompt", o.prompt},
                {"max_tokens", o.max_tokens},
                {"temperature", o.temperature},

@@ -294,6 +294,10 @@ HttpServer::HttpServer(ServeOptions o) : impl_(std::make_unique<Impl>()) {
   impl_->svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   impl_->svr.set_payload_max_length(opt.max_body);
   impl_->svr.set_keep_alive_timeout(2);  // idle keep-alive threads end soon on stop
+  // A reply goes out in several small writes (headers, chunks, the last
+  // chunk): without TCP_NODELAY, Nagle holds each behind the client's
+  // delayed ACK.
+  impl_->svr.set_tcp_nodelay(true);
   impl_->routes();
 }
 
