@@ -98,7 +98,8 @@ Request parse_request(std::string_view line, nlohmann::json* id_seen) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(line.begin(), line.end());
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
+    // Not only parse_error: a number beyond a double (1e999) is out_of_range.
     throw ProtocolError(code::parse_error, fmt::format("not JSON: {}", e.what()));
   }
   if (!j.is_object())

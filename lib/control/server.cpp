@@ -102,6 +102,7 @@ struct Server::Impl {
   void process_lines(std::uint64_t id, Conn& c);
   void handle_line(std::uint64_t id, Conn& c, std::string_view line);
   void take_done();
+  void serve(std::uint64_t id, Conn& c, short revents);
   void check_timers(std::uint64_t id, Conn& c, Clock::time_point now);
   int next_timeout_ms(Clock::time_point now) const;
   void reply_and_close(Conn& c, std::string reply) {
@@ -223,6 +224,12 @@ void Server::Impl::handle_line(std::uint64_t id, Conn& c, std::string_view line)
     c.out_since = Clock::now();
     if (e.code() == code::too_large) c.close_after_write = true;
     return;
+  } catch (const std::exception& e) {
+    // A parser bug must cost one connection, not the daemon.
+    spdlog::error("control socket: request from {} broke the parser: {}", peer_name(c.peer),
+                  e.what());
+    reply_and_close(c, error_reply(req_id, code::parse_error, e.what()));
+    return;
   }
   Access needs = access_needed(req.method);
   if (static_cast<int>(c.peer.access) < static_cast<int>(needs)) {
@@ -325,6 +332,21 @@ int Server::Impl::next_timeout_ms(Clock::time_point now) const {
   return static_cast<int>(std::clamp<long long>(ms + 1, 0, 1000));
 }
 
+void Server::Impl::serve(std::uint64_t id, Conn& c, short re) {
+  try {
+    if (re & POLLOUT) flush(id, c);
+    if ((re & (POLLIN | POLLHUP | POLLERR)) && c.wants_read()) read_from(id, c);
+    if (!c.out.empty() && !c.dead) flush(id, c);
+    // Hung up and nothing left to read: its reply, queued or running, has
+    // nobody to go to (POLLHUP is reported whether asked for or not).
+    if ((re & (POLLHUP | POLLERR | POLLNVAL)) && !c.wants_read()) c.dead = true;
+  } catch (const std::exception& e) {
+    // Out of memory or a bug: this connection ends, the daemon goes on.
+    spdlog::error("control socket: dropping {}: {}", peer_name(c.peer), e.what());
+    c.dead = true;
+  }
+}
+
 void Server::Impl::poll_loop() {
   std::vector<pollfd> fds;
   std::vector<std::uint64_t> ids;
@@ -357,12 +379,7 @@ void Server::Impl::poll_loop() {
       if (it == conns.end()) continue;
       Conn& c = it->second;
       short re = fds[i + 2].revents;
-      if (re & POLLOUT) flush(it->first, c);
-      if ((re & (POLLIN | POLLHUP | POLLERR)) && c.wants_read()) read_from(it->first, c);
-      if (!c.out.empty() && !c.dead) flush(it->first, c);
-      // Hung up and nothing left to read: its reply, queued or running, has
-      // nobody to go to (POLLHUP is reported whether asked for or not).
-      if ((re & (POLLHUP | POLLERR | POLLNVAL)) && !c.wants_read()) c.dead = true;
+      if (re) serve(it->first, c, re);
     }
     if (n > 0 && (fds[1].revents & POLLIN)) accept_all();
     auto now = Clock::now();

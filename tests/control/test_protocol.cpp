@@ -44,6 +44,9 @@ TEST_CASE("parse_request refuses with every error code") {
   CHECK(refusal(std::string("{\"method\":\"sta\0tus\"}", 20)) == code::parse_error);
   CHECK(refusal("{\"method\":\"\xff\xfe\"}") == code::parse_error);  // not UTF-8
   CHECK(refusal(R"({"method":"status"} trailing)") == code::parse_error);
+  // nlohmann throws out_of_range, not parse_error, for these (found by fuzz_control).
+  CHECK(refusal(R"({"id":1e999,"method":"status"})") == code::parse_error);
+  CHECK(refusal(R"({"method":"status","params":{"n":-1e400}})") == code::parse_error);
 
   std::string big =
       R"({"method":"status","params":{"x":")" + std::string(kMaxRequestBytes, 'a') + "\"}}";
