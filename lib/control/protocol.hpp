@@ -79,7 +79,12 @@ struct MethodInfo {
 };
 
 // status, plan, verify, engine.status (read); apply, revert, reload,
-// engine.start, engine.stop (write).
+// engine.start, engine.stop (write). The CLI sends apply
+// {"profile", "steps", "check", "keep_going", "force"} (the options of
+// `epyctune apply`) and expects back stack::to_json(ApplyResult) as "ok"
+// whatever its exit_code, so it prints the daemon's run as its own; revert
+// takes {} and returns stack::to_json(RevertResult) the same way;
+// engine.* take an optional {"name"}. docs/control-socket.md.
 const std::vector<MethodInfo>& methods();
 // Throws ProtocolError(unknown_method) naming the known methods.
 Access access_needed(std::string_view method);
