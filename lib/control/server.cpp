@@ -381,7 +381,6 @@ void Server::Impl::poll_loop() {
       short re = fds[i + 2].revents;
       if (re) serve(it->first, c, re);
     }
-    if (n > 0 && (fds[1].revents & POLLIN)) accept_all();
     auto now = Clock::now();
     for (auto it = conns.begin(); it != conns.end();) {
       check_timers(it->first, it->second, now);
@@ -392,6 +391,8 @@ void Server::Impl::poll_loop() {
         ++it;
       }
     }
+    // After the dead are gone: a slot freed this round is free for these.
+    if (n > 0 && (fds[1].revents & POLLIN)) accept_all();
   }
   for (auto& [id, c] : conns) ::close(c.fd);
   conns.clear();
