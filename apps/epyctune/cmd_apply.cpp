@@ -1,11 +1,14 @@
-// `epyctune apply --profile NAME [--steps 1,2,6] [--check] [--json] [--keep-going] [--force]`:
-// write what the plan says, journaled (see lib/stack/apply.hpp).
+// `epyctune apply --profile NAME [--steps 1,2,6] [--check] [--json] [--keep-going] [--force]
+// [--direct]`: write what the plan says, journaled (see lib/stack/apply.hpp).
+// Through epyctuned when it runs (its apply calls the same stack::apply_knobs,
+// under the same state lock), directly when it does not or with --direct.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 
 #include "apps/epyctune/commands.hpp"
 #include "stack/apply.hpp"
@@ -16,7 +19,7 @@ namespace {
 
 struct ApplyArgs {
   std::string profile, steps;
-  bool check = false, json = false, keep_going = false, force = false;
+  bool check = false, json = false, keep_going = false, force = false, direct = false;
 };
 
 void print_text(const stack::ApplyResult& r, bool check) {
@@ -81,7 +84,47 @@ class ProgressLine {
   bool shown_ = false;
 };
 
-int run_apply(const ApplyArgs& a, const GlobalOptions& g) {
+void print_error(const ApplyArgs& a, const std::string& message, int code) {
+  if (a.json)
+    fmt::print("{}\n",
+               nlohmann::json{{"changed", false}, {"exit_code", code}, {"error", message}}.dump(2));
+  fmt::print(stderr, "epyctune apply: {}\n", message);
+}
+
+// The same output for a result made here and one the daemon sent.
+int print_result(const ApplyArgs& a, const stack::ApplyResult& r, const nlohmann::json& j) {
+  spdlog::info("apply: exit code {}, changed {}, reboot required {}", r.exit_code, r.changed,
+               r.reboot_required);
+  if (a.json) {
+    fmt::print("{}\n", j.dump(2));
+    if (!r.error.empty())
+      fmt::print(stderr, "epyctune apply: {}{}\n", r.error,
+                 r.rolled_back ? " (this run's changes were rolled back)" : "");
+  } else {
+    print_text(r, a.check);
+  }
+  return r.exit_code;
+}
+
+// stack::to_json(ApplyResult) read back: what the daemon's apply returns.
+stack::ApplyResult apply_result_from_json(const nlohmann::json& j) {
+  if (!j.is_object() || !j.contains("exit_code") || !j["exit_code"].is_number_integer() ||
+      !j.contains("steps") || !j["steps"].is_array())
+    throw std::runtime_error("epyctuned's apply result has no exit_code and steps");
+  stack::ApplyResult r;
+  r.changed = j.value("changed", false);
+  r.reboot_required = j.value("reboot_required", false);
+  r.rolled_back = j.value("rolled_back", false);
+  r.exit_code = j["exit_code"].get<int>();
+  r.error = j.value("error", "");
+  r.notes = j.value("notes", std::vector<std::string>{});
+  for (const auto& step : j["steps"])
+    if (step.is_object() && step.contains("knobs") && step["knobs"].is_array())
+      for (const auto& k : step["knobs"]) r.knobs.push_back(knob_outcome_from_json(k));
+  return r;
+}
+
+int run_local(const ApplyArgs& a, const GlobalOptions& g) {
   try {
     auto s = open_session(g, a.profile, a.steps, a.force);
     stack::ApplyOptions opts;
@@ -93,26 +136,52 @@ int run_apply(const ApplyArgs& a, const GlobalOptions& g) {
       opts.on_progress = [&progress](const stack::ApplyProgress& p) { progress(p); };
     auto r = stack::apply_knobs(s.sys, s.knobs, opts);
     progress.clear();
-    spdlog::info("apply: exit code {}, changed {}, reboot required {}", r.exit_code, r.changed,
-                 r.reboot_required);
-    if (a.json) {
-      fmt::print("{}\n", stack::to_json(r).dump(2));
-      if (!r.error.empty())
-        fmt::print(stderr, "epyctune apply: {}{}\n", r.error,
-                   r.rolled_back ? " (this run's changes were rolled back)" : "");
-    } else {
-      print_text(r, a.check);
-    }
-    return r.exit_code;
+    return print_result(a, r, stack::to_json(r));
   } catch (const std::exception& e) {
-    if (a.json)
-      fmt::print(
-          "{}\n",
-          nlohmann::json{{"changed", false}, {"exit_code", kExitError}, {"error", e.what()}}.dump(
-              2));
-    fmt::print(stderr, "epyctune apply: {}\n", e.what());
+    print_error(a, e.what(), kExitError);
     return kExitError;
   }
+}
+
+// nullopt: the daemon did not take the request and the direct path should
+// (a dry run an unprivileged user may do without it).
+std::optional<int> run_via_daemon(control::Client& d, const ApplyArgs& a) {
+  std::error_code ec;
+  // The daemon reads a profile file from its own working directory.
+  std::string profile = std::filesystem::is_regular_file(a.profile, ec)
+                            ? std::filesystem::absolute(a.profile).string()
+                            : a.profile;
+  nlohmann::json params{{"profile", profile},
+                        {"steps", a.steps},
+                        {"check", a.check},
+                        {"keep_going", a.keep_going},
+                        {"force", a.force}};
+  try {
+    auto result = d.call("apply", params, kDaemonWriteTimeoutMs);
+    return print_result(a, apply_result_from_json(result), result);
+  } catch (const control::ProtocolError& e) {
+    if (a.check && e.code() == control::code::forbidden) {
+      spdlog::info("apply --check: epyctuned refused ({}); checking directly", e.what());
+      return std::nullopt;
+    }
+    int code = exit_code_for(e);
+    bool hint = e.code() != control::code::failed && e.code() != control::code::forbidden;
+    print_error(a, describe(e, "apply") + (hint ? "; --direct applies without the daemon" : ""),
+                code);
+    return code;
+  } catch (const std::exception& e) {
+    print_error(a, e.what(), kExitError);
+    return kExitError;
+  }
+}
+
+int run_apply(const ApplyArgs& a, const GlobalOptions& g) {
+  // --topology describes another host than the daemon's: only the direct
+  // path reads it.
+  if (!a.direct && g.topology_xml.empty())
+    if (auto d = connect_daemon(g))
+      if (auto code = run_via_daemon(*d, a)) return *code;
+  return run_local(a, g);
 }
 
 void add_apply_command(CLI::App& app, GlobalOptions& global) {
@@ -127,6 +196,8 @@ void add_apply_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_flag("--keep-going", args->keep_going,
                 "On a failed write, continue instead of rolling back this run");
   cmd->add_flag("--force", args->force, "Apply even when the profile does not match this host");
+  cmd->add_flag("--direct", args->direct,
+                "Apply here even when epyctuned runs (both take the same state lock)");
   cmd->callback([args, &global] { global.exit_code = run_apply(*args, global); });
 }
 

@@ -1,6 +1,7 @@
-// `epyctune status [--json]`, like `tuned-adm active`: which profile is
-// applied, which steps it changed, since when, how many knobs the journal
-// holds, and whether settings wait for a reboot. Reads only.
+// `epyctune status [--json] [--direct]`, like `tuned-adm active`: which
+// profile is applied, which steps it changed, since when, how many knobs the
+// journal holds, and whether settings wait for a reboot; when epyctuned runs,
+// what it says of itself too. Reads only.
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -88,16 +89,61 @@ std::string to_text(const stack::AppliedState& st, const RebootCheck& rb) {
   return s;
 }
 
-int run_status(const GlobalOptions& g, bool as_json) {
+// The daemon's own status: its result, {"error": {...}} when it refused,
+// null when no daemon runs.
+nlohmann::json daemon_status(const GlobalOptions& g) {
+  auto d = connect_daemon(g);
+  if (!d) return nullptr;
+  try {
+    return d->call("status", nlohmann::json::object(), kDaemonReadTimeoutMs);
+  } catch (const control::ProtocolError& e) {
+    spdlog::warn("status: {}", describe(e, "status"));
+    return {{"error", {{"code", e.code()}, {"message", e.what()}}}};
+  } catch (const std::exception& e) {
+    return {{"error", {{"code", control::code::failed}, {"message", e.what()}}}};
+  }
+}
+
+std::string daemon_text(const nlohmann::json& d, const std::string& socket) {
+  if (d.contains("error"))
+    return fmt::format("daemon:  epyctuned at {} did not say ({}: {})\n", socket,
+                       d["error"].value("code", ""), d["error"].value("message", ""));
+  auto str = [&](const char* k) {
+    return d.contains(k) && d[k].is_string() ? d[k].get<std::string>() : std::string();
+  };
+  std::string s = fmt::format(
+      "daemon:  epyctuned{}{} at {}\n", str("version").empty() ? "" : " " + str("version"),
+      d.contains("pid") ? fmt::format(" (pid {})", d["pid"].dump()) : "", socket);
+  if (!str("profile").empty())
+    s += fmt::format("         profile {}{}\n", str("profile"),
+                     d.value("applied", false) ? ", applied" : ", not applied");
+  if (!str("apply_error").empty())
+    s += fmt::format("         apply error: {}\n", str("apply_error"));
+  if (d.contains("instances") && d["instances"].is_array())
+    for (const auto& i : d["instances"])
+      if (i.is_object())
+        s += fmt::format(
+            "         instance {}: {}{}\n", i.value("name", "?"), i.value("state", "?"),
+            i.contains("cpus") && i["cpus"].is_string() ? " on CPUs " + i["cpus"].get<std::string>()
+                                                        : "");
+  return s;
+}
+
+int run_status(const GlobalOptions& g, bool as_json, bool direct) {
   try {
     auto st = stack::read_applied_state(host::Sysroot(g.sysroot));
     spdlog::info("status: {} knob(s) in {}", st.knobs, st.journal_path);
     RebootCheck rb;
     if (st.applied) rb = check_reboot(g, st.profile);
-    if (as_json)
-      std::cout << to_json(st, rb).dump(2) << "\n";
-    else
+    nlohmann::json daemon = direct ? nlohmann::json() : daemon_status(g);
+    if (as_json) {
+      auto j = to_json(st, rb);
+      if (!daemon.is_null()) j["daemon"] = daemon;
+      std::cout << j.dump(2) << "\n";
+    } else {
       std::cout << to_text(st, rb);
+      if (!daemon.is_null()) std::cout << daemon_text(daemon, daemon_socket(g));
+    }
     return kExitOk;
   } catch (const std::exception& e) {
     fmt::print(stderr, "epyctune status: {}\n", e.what());
@@ -109,8 +155,11 @@ void add_status_command(CLI::App& app, GlobalOptions& global) {
   auto* cmd = app.add_subcommand(
       "status", "What is applied: profile, steps, since when, journaled knobs, pending reboot");
   auto as_json = std::make_shared<bool>(false);
+  auto direct = std::make_shared<bool>(false);
   cmd->add_flag("--json", *as_json, "Machine-readable output (docs/json/status.md)");
-  cmd->callback([as_json, &global] { global.exit_code = run_status(global, *as_json); });
+  cmd->add_flag("--direct", *direct, "Do not ask epyctuned for its status");
+  cmd->callback(
+      [as_json, direct, &global] { global.exit_code = run_status(global, *as_json, *direct); });
 }
 
 static Registrar reg(&add_status_command);

@@ -3,10 +3,14 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/exit_codes.hpp"
+#include "control/client.hpp"
+#include "stack/apply.hpp"
 #include "stack/session.hpp"
 
 namespace epyctune::cli {
@@ -21,6 +25,30 @@ struct GlobalOptions {
 // stack::open_session with the global options, logging what it read.
 stack::Session open_session(const GlobalOptions& g, const std::string& profile,
                             const std::string& steps, bool force);
+
+// The daemon (epyctuned) and the CLI: apply, revert and status go through the
+// daemon's control socket when one answers beneath the sysroot, and work
+// directly when none does (docs/control-socket.md). Both paths take the same
+// state lock inside stack::apply_knobs / revert_journal.
+
+// <sysroot>/run/epyctune/epyctuned.sock
+std::string daemon_socket(const GlobalOptions& g);
+// A connection to the running epyctuned; nullopt when nothing listens there.
+// A socket that exists but cannot be reached (permissions) is logged and
+// treated as no daemon: the direct path is as safe, it takes the same lock.
+std::optional<control::Client> connect_daemon(const GlobalOptions& g);
+// apply and revert may take a while in the daemon (MSR writes, a queued
+// request before them); a reply slower than this is an error.
+inline constexpr int kDaemonWriteTimeoutMs = 30 * 60 * 1000;
+inline constexpr int kDaemonReadTimeoutMs = 30 * 1000;
+// The exit code for a daemon's error reply: forbidden is a missing
+// privilege, anything else bad input or a daemon that could not run it.
+int exit_code_for(const control::ProtocolError& e);
+// "epyctuned refused 'apply' (forbidden): ...".
+std::string describe(const control::ProtocolError& e, const std::string& method);
+// One knob outcome as stack::to_json(KnobOutcome) wrote it (the daemon's
+// apply and revert results), for the same text rendering as the direct path.
+stack::KnobOutcome knob_outcome_from_json(const nlohmann::json& j);
 
 using RegisterFn = void (*)(CLI::App& app, GlobalOptions& global);
 std::vector<RegisterFn>& registry();

@@ -1,0 +1,90 @@
+// `epyctune engine status|start|stop [--name NAME] [--json]`: the engine
+// instances epyctuned supervises (docs/control-socket.md). Talks to the
+// daemon only: without one there are no instances to speak of.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "apps/epyctune/commands.hpp"
+
+namespace epyctune::cli {
+namespace {
+
+struct EngineArgs {
+  std::string name;
+  bool json = false;
+};
+
+std::string field(const nlohmann::json& j, const char* key) {
+  if (!j.contains(key) || j[key].is_null()) return "";
+  return j[key].is_string() ? j[key].get<std::string>() : j[key].dump();
+}
+
+void print_instances(const nlohmann::json& result) {
+  const auto& list = result.contains("instances") && result["instances"].is_array()
+                         ? result["instances"]
+                         : nlohmann::json::array();
+  if (list.empty()) fmt::print("no engine instances configured\n");
+  for (const auto& i : list) {
+    if (!i.is_object()) continue;
+    std::string line = fmt::format("{:<16} {:<10}", field(i, "name"), field(i, "state"));
+    if (!field(i, "pid").empty()) line += " pid " + field(i, "pid");
+    if (!field(i, "cpus").empty()) line += " cpus " + field(i, "cpus");
+    if (!field(i, "url").empty()) line += " " + field(i, "url");
+    fmt::print("{}\n", line);
+    if (!field(i, "last_error").empty()) fmt::print("  last error: {}\n", field(i, "last_error"));
+  }
+}
+
+int run_engine(const std::string& action, const EngineArgs& a, const GlobalOptions& g) {
+  const std::string method = "engine." + action;
+  auto d = connect_daemon(g);
+  if (!d) {
+    fmt::print(stderr, "epyctune engine {}: epyctuned is not running (no socket at {})\n", action,
+               daemon_socket(g));
+    return kExitError;
+  }
+  nlohmann::json params = nlohmann::json::object();
+  if (!a.name.empty()) params["name"] = a.name;
+  try {
+    auto result =
+        d->call(method, params, action == "status" ? kDaemonReadTimeoutMs : kDaemonWriteTimeoutMs);
+    if (a.json)
+      fmt::print("{}\n", result.dump(2));
+    else
+      print_instances(result);
+    return kExitOk;
+  } catch (const control::ProtocolError& e) {
+    fmt::print(stderr, "epyctune engine {}: {}\n", action, describe(e, method));
+    return exit_code_for(e);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "epyctune engine {}: {}\n", action, e.what());
+    return kExitError;
+  }
+}
+
+void add_engine_command(CLI::App& app, GlobalOptions& global) {
+  auto* cmd = app.add_subcommand(
+      "engine",
+      "The engine instances epyctuned supervises: status, start, stop (needs the daemon)");
+  cmd->require_subcommand(1);
+  struct Action {
+    const char* name;
+    const char* help;
+  };
+  for (auto [name, help] : {Action{"status", "Each instance: state, pid, CPUs, URL, threads"},
+                            Action{"start", "Start an instance (every one without --name)"},
+                            Action{"stop", "Stop an instance (every one without --name)"}}) {
+    auto args = std::make_shared<EngineArgs>();
+    auto* sub = cmd->add_subcommand(name, help);
+    sub->add_option("--name", args->name, "One instance, by its name in the daemon's config");
+    sub->add_flag("--json", args->json, "The daemon's reply as JSON");
+    std::string action = name;
+    sub->callback(
+        [args, action, &global] { global.exit_code = run_engine(action, *args, global); });
+  }
+}
+
+static Registrar reg(&add_engine_command);
+
+}  // namespace
+}  // namespace epyctune::cli
