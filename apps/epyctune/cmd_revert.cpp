@@ -1,14 +1,9 @@
-<<<<<<< HEAD
-// `epyctune revert [--json]`: restore every original in the journal, newest
-// first, then clear it. Needs no profile: the journal describes each knob.
-// --unless-shutdown keeps the state when systemd is taking the system down
-// (the apply unit's ExecStop), like tuned's rollback = not_on_exit.
-=======
-// `epyctune revert [--json] [--direct]`: restore every original in the
-// journal, newest first, then clear it. Needs no profile: the journal
-// describes each knob. Through epyctuned when it runs (its revert replays the
-// same journal under the same state lock), directly when it does not.
->>>>>>> control
+// `epyctune revert [--json] [--direct] [--unless-shutdown]`: restore every
+// original in the journal, newest first, then clear it. Needs no profile: the
+// journal describes each knob. Through epyctuned when it runs (its revert
+// replays the same journal under the same state lock), directly when it does
+// not. --unless-shutdown keeps the state when systemd is taking the system
+// down (the apply unit's ExecStop), like tuned's rollback = not_on_exit.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -89,27 +84,21 @@ int keep_for_shutdown(bool json) {
 
 void add_revert_command(CLI::App& app, GlobalOptions& global) {
   auto json = std::make_shared<bool>(false);
-<<<<<<< HEAD
-  auto unless_shutdown = std::make_shared<bool>(false);
-  auto* cmd = app.add_subcommand("revert", "Restore every value epyctune changed, newest first");
-  cmd->add_flag("--json", *json, "JSON output");
-  cmd->add_flag("--unless-shutdown", *unless_shutdown,
-                "Do nothing when systemd is shutting the system down (for a unit's ExecStop)");
-  cmd->callback([json, unless_shutdown, &global] {
-    if (*unless_shutdown && host::system_shutting_down()) {
-      global.exit_code = keep_for_shutdown(*json);
-      return;
-    }
-    global.exit_code = run_revert(*json, global);
-  });
-=======
   auto direct = std::make_shared<bool>(false);
+  auto unless_shutdown = std::make_shared<bool>(false);
   auto* cmd = app.add_subcommand("revert", "Restore every value epyctune changed, newest first");
   cmd->add_flag("--json", *json, "JSON output");
   cmd->add_flag("--direct", *direct,
                 "Revert here even when epyctuned runs (both take the same state lock)");
-  cmd->callback([json, direct, &global] { global.exit_code = run_revert(*json, *direct, global); });
->>>>>>> control
+  cmd->add_flag("--unless-shutdown", *unless_shutdown,
+                "Do nothing when systemd is shutting the system down (for a unit's ExecStop)");
+  cmd->callback([json, direct, unless_shutdown, &global] {
+    if (*unless_shutdown && host::system_shutting_down()) {
+      global.exit_code = keep_for_shutdown(*json);
+      return;
+    }
+    global.exit_code = run_revert(*json, *direct, global);
+  });
 }
 
 static Registrar reg(&add_revert_command);
