@@ -20,12 +20,22 @@ namespace epyctune::control {
 // A request line longer than this is refused with "too_large" and the
 // connection closed: nothing a client sends can grow the daemon's memory.
 inline constexpr std::size_t kMaxRequestBytes = 64 * 1024;
+// Nesting of arrays/objects a request may have; deeper is invalid_request,
+// refused before the JSON is built.
+inline constexpr int kMaxDepth = 32;
+// A string id longer than this is invalid_request (it is echoed back).
+inline constexpr std::size_t kMaxIdBytes = 256;
+// The client's bound on one reply line (status and plan are larger than any
+// request).
+inline constexpr std::size_t kMaxReplyBytes = 16 * 1024 * 1024;
 // The socket, beneath the sysroot (tests run a daemon on a fixture).
 inline constexpr std::string_view kSocketPath = "/run/epyctune/epyctuned.sock";
 // The group whose members may read (status, plan, verify, engine.status).
 inline constexpr std::string_view kReadGroup = "epyctune";
 
 enum class Access { none, read, write };
+// "none", "read", "write".
+std::string_view access_name(Access a);
 
 // Error codes, as they appear in replies.
 namespace code {
@@ -75,9 +85,13 @@ const std::vector<MethodInfo>& methods();
 Access access_needed(std::string_view method);
 
 // One line, without its '\n'. Throws ProtocolError: parse_error, too_large,
-// invalid_request (top level not an object, unknown keys, method not a
-// string, params not an object, id not string/number/null), unknown_method.
+// invalid_request (top level not an object, unknown keys, method missing or
+// not a string, params not an object, id not string/number/null or too long,
+// nested deeper than kMaxDepth), unknown_method.
 Request parse_request(std::string_view line);
+// The same; `id_seen` gets the request's id as soon as it is known valid, so
+// an error reply to a request that got that far can still echo it.
+Request parse_request(std::string_view line, nlohmann::json* id_seen);
 
 // Reply lines, each ending in '\n'.
 std::string ok_reply(const nlohmann::json& id, const nlohmann::json& result);
