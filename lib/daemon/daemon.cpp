@@ -1,5 +1,6 @@
 #include "daemon/daemon.hpp"
 
+#include <fmt/format.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -10,7 +11,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
+#include "common/cpulist.hpp"
 #include "control/server.hpp"
 #include "daemon/daemon_state.hpp"
 #include "daemon/handler.hpp"
@@ -75,7 +78,7 @@ std::unique_ptr<Daemon::Loaded> Daemon::load(const std::string& trigger) {
       throw ConfigError(fmt::format(
           "{}:{}: [[instance]] {}: its partition has a single CPU ({}), too small for the launch "
           "config's two sides: give it at least two CPUs",
-          l->cfg.source, i.cfg.line, i.cfg.name, fmt::join(i.cpus, ",")));
+          l->cfg.source, i.cfg.line, i.cfg.name, common::format_cpulist(i.cpus)));
   spdlog::info("{}: config {}: profile {}, {} knob(s) in {} step(s), {} instance(s)", trigger,
                l->cfg.source, l->session.profile.name, l->session.knobs.size(),
                l->session.steps.size(), l->instances.size());

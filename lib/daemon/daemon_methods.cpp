@@ -1,7 +1,10 @@
 // The daemon's requests (control socket and timers): status, plan, verify,
 // apply, revert and the engine instances. The lifecycle is in daemon.cpp.
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
+
+#include <filesystem>
 
 #include "common/version.hpp"
 #include "control/protocol.hpp"

@@ -1,6 +1,7 @@
 #include "daemon/supervisor.hpp"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -11,9 +12,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "common/cpulist.hpp"
 #include "daemon/health.hpp"

@@ -57,8 +57,11 @@ bool UeventSocket::drain(std::string* what) {
   bool matters = false;
   char buf[8192];
   while (fd_ >= 0) {
-    ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+    sockaddr_nl from{};
+    socklen_t len = sizeof from;
+    ssize_t n = ::recvfrom(fd_, buf, sizeof buf, 0, reinterpret_cast<sockaddr*>(&from), &len);
     if (n <= 0) break;
+    if (from.nl_pid != 0) continue;  // only the kernel's, never another process's datagrams
     Uevent e;
     if (parse_uevent(std::string_view(buf, static_cast<size_t>(n)), e) && uevent_matters(e)) {
       matters = true;

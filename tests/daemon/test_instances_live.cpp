@@ -50,7 +50,9 @@ TEST_CASE("two instances of one model run on disjoint CPUs and both answer") {
     return;
   }
   LifeHost h;
-  const int p1 = free_port(), p2 = free_port() == p1 ? p1 + 1 : free_port();
+  const int p1 = free_port();
+  int p2 = free_port();
+  if (p2 == p1) p2 = p1 + 1;
   h.write_config(fmt::format(R"(profile = "{}"
 apply_on_start = false
 

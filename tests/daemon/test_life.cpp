@@ -48,7 +48,7 @@ const stack::Knob& governor_knob(const stack::Session& s) {
         k.loc.path.find("scaling_governor") != std::string::npos && k.desired)
       return k;
   FAIL("the 9754 plan has no scaling_governor knob");
-  throw;
+  return s.knobs.front();
 }
 
 nlohmann::json instance(const std::string& socket) {
