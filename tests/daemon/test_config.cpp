@@ -71,7 +71,7 @@ TEST_CASE("a full config parses into every key") {
   CHECK(c.instances[0].draft == "/models/1b.gguf");
   CHECK(c.instances[0].queue == 4);
   CHECK(c.instances[0].host == "127.0.0.1");
-  CHECK(c.instances[0].line == 18);
+  CHECK(c.instances[0].line == 16);  // the [[instance]] header
   CHECK(c.instances[1].cpus == "100-107");
 }
 
