@@ -54,7 +54,7 @@ TEST_CASE("two instances of one model run on disjoint CPUs and both answer") {
   int p2 = free_port();
   if (p2 == p1) p2 = p1 + 1;
   h.write_config(fmt::format(R"(profile = "{}"
-apply_on_start = false
+steps = "cat"  # the resctrl groups the instances join
 
 [drift]
 interval_s = 0
