@@ -120,6 +120,20 @@ port = {}
   CHECK(t1 >= 1);
   for (int c : a) CHECK_MESSAGE(!b.count(c), "CPU " << c << " is allowed to threads of both");
 
+  // A crash is restarted (after restart_backoff_ms) and counted.
+  ::kill(pids[0], SIGKILL);
+  REQUIRE_MESSAGE(eventually(
+                      [&] {
+                        auto i = call(h.socket.string(), "engine.status", {{"name", "one"}});
+                        const auto& one = i["instances"][0];
+                        return one["state"] == "running" && one["restarts"] == 1 &&
+                               one["pid"] != pids[0];
+                      },
+                      30),
+                  d.log());
+  CHECK(d.log().find("instance one: engine crashed (killed by signal 9)") != std::string::npos);
+  pids[0] = call(h.socket.string(), "engine.status", {{"name", "one"}})["instances"][0]["pid"];
+
   call(h.socket.string(), "engine.stop", {{"name", "two"}});
   st = call(h.socket.string(), "engine.status", {{"name", "two"}});
   CHECK(st["instances"][0]["state"] == "stopped");

@@ -155,6 +155,14 @@ TEST_CASE("the daemon's whole life on a fixture") {
           20),
       d.log());
   CHECK(d.log().find("unknown key 'revert_on_sotp'") != std::string::npos);
+  try {
+    call(h.socket.string(), "reload");
+    FAIL("a bad config was taken through the socket");
+  } catch (const control::ProtocolError& e) {
+    CHECK(e.code() == "failed");
+    CHECK(std::string(e.what()).find(h.config.string() + ":4: unknown key 'revert_on_sotp'") !=
+          std::string::npos);
+  }
   CHECK(d.log().find("keeping the running configuration") != std::string::npos);
   st = call(h.socket.string(), "status");
   CHECK(st["drift"]["interval_s"] == 3);
