@@ -179,3 +179,16 @@ TEST_CASE("the daemon's whole life on a fixture") {
   CHECK_MESSAGE(diff_snapshots(before, after).empty(), diff_snapshots(before, after));
   CHECK_FALSE(std::filesystem::exists(h.socket));
 }
+
+TEST_CASE("a bad config stops the daemon at start, naming the file and line") {
+  TempDir t;
+  const auto config = t.path() / "epyctune.toml";
+  write_file(config, "profile = \"epyc-9754\"\n[drift]\nintervall_s = 5\n");
+  DaemonProcess d({"--config", config.string(), "--sysroot", t.str(), "--socket",
+                   (t.path() / "s.sock").string()},
+                  t.path() / "log", {});
+  CHECK(d.wait(20) == 1);
+  CHECK(d.log().find(config.string() + ":3: [drift] unknown key 'intervall_s'") !=
+        std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(t.path() / "s.sock"));
+}
