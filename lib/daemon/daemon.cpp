@@ -247,6 +247,62 @@ void Daemon::shutdown() {
   applied_ = false;
 }
 
+// Signals, the verify interval, hotplug uevents (debounced), until SIGTERM/SIGINT.
+void Daemon::event_loop(int sfd, int interval, int debounce) {
+  std::unique_ptr<UeventSocket> uevents;
+  while (!stop_requested_) {
+    if (timers_dirty_.exchange(false)) {
+      std::lock_guard lk(mu_);
+      arm(interval, cur_->cfg.drift.interval_s * 1000, true);
+      if (cur_->cfg.drift.uevents && !uevents) {
+        uevents = std::make_unique<UeventSocket>();
+        if (uevents->fd() < 0)
+          spdlog::warn("uevents: {}: hotplug will be noticed at the next interval",
+                       uevents->error());
+      } else if (!cur_->cfg.drift.uevents) {
+        uevents.reset();
+      }
+    }
+    pollfd fds[4] = {{sfd, POLLIN, 0},
+                     {interval, POLLIN, 0},
+                     {debounce, POLLIN, 0},
+                     {uevents ? uevents->fd() : -1, POLLIN, 0}};
+    if (::poll(fds, 4, 500) <= 0) continue;
+    if (fds[0].revents & POLLIN) {
+      signalfd_siginfo si;
+      while (::read(sfd, &si, sizeof si) == sizeof si) {
+        if (si.ssi_signo == SIGHUP) {
+          spdlog::info("SIGHUP: reloading {}", o_.config);
+          try {
+            reload();
+          } catch (const std::exception&) {
+            // logged by reload()
+          }
+        } else {
+          spdlog::info("{}: stopping", si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
+          stop_requested_ = true;
+        }
+      }
+    }
+    if (stop_requested_) break;
+    if (fds[1].revents & POLLIN) {
+      drain_fd(interval);
+      check_drift("interval");
+    }
+    if (fds[3].revents & POLLIN) {
+      std::string what;
+      if (uevents->drain(&what)) {
+        spdlog::info("uevent {}: re-verifying in {} ms", what, cur_->cfg.drift.debounce_ms);
+        arm(debounce, std::max(1, cur_->cfg.drift.debounce_ms), false);
+      }
+    }
+    if (fds[2].revents & POLLIN) {
+      drain_fd(debounce);
+      check_drift("uevent");
+    }
+  }
+}
+
 int Daemon::run() {
   sigset_t mask;
   sigemptyset(&mask);
@@ -298,58 +354,7 @@ int Daemon::run() {
                      cur_->session.profile.name, cur_->instances.size()));
   spdlog::info("ready");
 
-  std::unique_ptr<UeventSocket> uevents;
-  while (!stop_requested_) {
-    if (timers_dirty_.exchange(false)) {
-      std::lock_guard lk(mu_);
-      arm(interval.get(), cur_->cfg.drift.interval_s * 1000, true);
-      if (cur_->cfg.drift.uevents && !uevents) {
-        uevents = std::make_unique<UeventSocket>();
-        if (uevents->fd() < 0)
-          spdlog::warn("uevents: {}: hotplug will be noticed at the next interval",
-                       uevents->error());
-      } else if (!cur_->cfg.drift.uevents) {
-        uevents.reset();
-      }
-    }
-    pollfd fds[4] = {{sfd.get(), POLLIN, 0},
-                     {interval.get(), POLLIN, 0},
-                     {debounce.get(), POLLIN, 0},
-                     {uevents ? uevents->fd() : -1, POLLIN, 0}};
-    if (::poll(fds, 4, 500) <= 0) continue;
-    if (fds[0].revents & POLLIN) {
-      signalfd_siginfo si;
-      while (::read(sfd.get(), &si, sizeof si) == sizeof si) {
-        if (si.ssi_signo == SIGHUP) {
-          spdlog::info("SIGHUP: reloading {}", o_.config);
-          try {
-            reload();
-          } catch (const std::exception&) {
-            // logged by reload()
-          }
-        } else {
-          spdlog::info("{}: stopping", si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
-          stop_requested_ = true;
-        }
-      }
-    }
-    if (stop_requested_) break;
-    if (fds[1].revents & POLLIN) {
-      drain_fd(interval.get());
-      check_drift("interval");
-    }
-    if (fds[3].revents & POLLIN) {
-      std::string what;
-      if (uevents->drain(&what)) {
-        spdlog::info("uevent {}: re-verifying in {} ms", what, cur_->cfg.drift.debounce_ms);
-        arm(debounce.get(), std::max(1, cur_->cfg.drift.debounce_ms), false);
-      }
-    }
-    if (fds[2].revents & POLLIN) {
-      drain_fd(debounce.get());
-      check_drift("uevent");
-    }
-  }
+  event_loop(sfd.get(), interval.get(), debounce.get());
   server->stop();
   shutdown();
   notify("STATUS=stopped");

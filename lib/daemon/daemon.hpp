@@ -62,6 +62,7 @@ class Daemon {
   void check_drift(const std::string& trigger);
   void write_metrics_locked();
   void shutdown();
+  void event_loop(int signal_fd, int interval_fd, int debounce_fd);
   std::vector<Instance*> pick(const std::string& name);
   std::string resolve(const std::string& host_path) const;
 

@@ -218,6 +218,18 @@ bool read_lines(int fd, std::string& partial, std::vector<std::string>& lines) {
   return true;
 }
 
+// The lines the engine printed within 200 ms (sleeps that long after EOF).
+std::vector<std::string> pump_output(int fd, std::string& partial, bool& eof) {
+  std::vector<std::string> lines;
+  pollfd pfd{fd, POLLIN, 0};
+  if (!eof && ::poll(&pfd, 1, 200) > 0) {
+    if (!read_lines(fd, partial, lines)) eof = true;
+  } else if (eof) {
+    std::this_thread::sleep_for(200ms);
+  }
+  return lines;
+}
+
 }  // namespace
 
 bool Instance::run_once() {
@@ -251,19 +263,12 @@ bool Instance::run_once() {
       std::lock_guard lk(mu_);
       if (stop_) break;
     }
-    pollfd pfd{out_fd, POLLIN, 0};
-    if (!eof && ::poll(&pfd, 1, 200) > 0) {
-      std::vector<std::string> lines;
-      if (!read_lines(out_fd, partial, lines)) eof = true;
-      for (const auto& l : lines) {
-        if (port == 0 && parse_ready_line(l, host, port)) {
-          std::lock_guard lk(mu_);
-          url_ = fmt::format("http://{}:{}", host, port);
-        }
-        spdlog::debug("instance {}: {}", name, l);
+    for (const auto& l : pump_output(out_fd, partial, eof)) {
+      if (port == 0 && parse_ready_line(l, host, port)) {
+        std::lock_guard lk(mu_);
+        url_ = fmt::format("http://{}:{}", host, port);
       }
-    } else if (eof) {
-      std::this_thread::sleep_for(200ms);
+      spdlog::debug("instance {}: {}", name, l);
     }
     if (::waitpid(pid, &status, WNOHANG) == pid) {
       exited = true;
