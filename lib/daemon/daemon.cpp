@@ -86,10 +86,16 @@ std::unique_ptr<Daemon::Loaded> Daemon::load(const std::string& trigger) {
 }
 
 stack::ApplyResult Daemon::apply_locked() {
-  notify("STATUS=applying profile " + cur_->session.profile.name);
   stack::ApplyOptions opts;
   opts.profile = cur_->session.profile.name;
-  auto r = stack::apply_knobs(cur_->session.sys, cur_->session.knobs, opts);
+  return apply_locked(cur_->session.knobs, opts);
+}
+
+stack::ApplyResult Daemon::apply_locked(const std::vector<stack::Knob>& knobs,
+                                        stack::ApplyOptions opts) {
+  if (opts.check) return stack::apply_knobs(cur_->session.sys, knobs, opts);
+  notify("STATUS=applying profile " + cur_->session.profile.name);
+  auto r = stack::apply_knobs(cur_->session.sys, knobs, opts);
   int changed = 0;
   for (const auto& k : r.knobs)
     if (k.status == "applied") {

@@ -25,6 +25,17 @@
 
 namespace epyctune::daemon {
 
+// An apply asked for through the socket: `epyctune apply`'s options. The
+// daemon keeps one profile applied (its config's), so `profile`, when given,
+// must name that one; `steps` narrows the knobs, `check` writes nothing.
+struct ApplyRequest {
+  std::string profile;  // "" = the configured one
+  std::string steps;    // "" = every configured step
+  bool check = false;
+  bool keep_going = false;
+  bool force = false;  // accepted: the running session already passed the profile check
+};
+
 struct DaemonOptions {
   std::string config = "/etc/epyctune/epyctune.toml";
   std::string sysroot = "/";
@@ -43,7 +54,8 @@ class Daemon {
   nlohmann::json status();
   nlohmann::json plan();
   nlohmann::json verify(const std::string& trigger);
-  nlohmann::json apply();
+  // The apply result, whatever its exit code (a failed knob is in the result).
+  nlohmann::json apply(const ApplyRequest& req = {});
   nlohmann::json revert();
   // Throws ConfigError (the running state is kept) or std::runtime_error.
   nlohmann::json reload();
@@ -56,7 +68,9 @@ class Daemon {
   struct Loaded;  // a config with its session and carved instances
   std::unique_ptr<Loaded> load(const std::string& trigger);
   void commit(std::unique_ptr<Loaded> next, bool apply_now);
+  // Every configured knob, or `knobs` with `opts` (a socket apply).
   stack::ApplyResult apply_locked();
+  stack::ApplyResult apply_locked(const std::vector<stack::Knob>& knobs, stack::ApplyOptions opts);
   void start_instances_locked();
   void stop_instances(std::vector<std::unique_ptr<Instance>> gone);
   void check_drift(const std::string& trigger);

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "common/version.hpp"
@@ -15,6 +16,7 @@
 #include "stack/applied.hpp"
 #include "stack/plan_report.hpp"
 #include "stack/revert.hpp"
+#include "stack/steps.hpp"
 
 namespace epyctune::daemon {
 
@@ -124,11 +126,51 @@ nlohmann::json Daemon::verify(const std::string& trigger) {
   return to_json(*last_verify_);
 }
 
-nlohmann::json Daemon::apply() {
+namespace {
+
+// The request names the profile the daemon runs: its config's string, the
+// profile's name, or the same file.
+bool same_profile(const std::string& asked, const std::string& configured,
+                  const std::string& name) {
+  if (asked == configured || asked == name) return true;
+  std::error_code ec;
+  return std::filesystem::equivalent(asked, configured, ec) && !ec;
+}
+
+}  // namespace
+
+nlohmann::json Daemon::apply(const ApplyRequest& req) {
   std::lock_guard lk(mu_);
-  auto r = apply_locked();
-  if (r.exit_code != stack::kExitOk) throw std::runtime_error("apply failed: " + r.error);
-  return stack::to_json(r);
+  const auto& s = cur_->session;
+  if (!req.profile.empty() && !same_profile(req.profile, cur_->cfg.profile, s.profile.name))
+    throw control::ProtocolError(
+        control::code::invalid_request,
+        fmt::format("epyctuned keeps profile {} applied ({}): to change it, set `profile` there "
+                    "and reload (systemctl reload epyctuned); `epyctune apply --direct` applies "
+                    "{} without the daemon, whose drift repair will then put back what differs",
+                    s.profile.name, cur_->cfg.source, req.profile));
+  std::vector<stack::Knob> knobs;
+  if (req.steps.empty()) {
+    knobs = s.knobs;
+  } else {
+    std::vector<int> asked;
+    try {
+      asked = stack::parse_steps(req.steps);
+    } catch (const std::exception& e) {
+      throw control::ProtocolError(control::code::invalid_request,
+                                   std::string("apply: steps: ") + e.what());
+    }
+    std::vector<std::string> names;
+    for (const auto& st : stack::all_steps())
+      if (std::find(asked.begin(), asked.end(), st.number) != asked.end()) names.push_back(st.name);
+    for (const auto& k : s.knobs)
+      if (std::find(names.begin(), names.end(), k.step) != names.end()) knobs.push_back(k);
+  }
+  stack::ApplyOptions opts;
+  opts.profile = s.profile.name;
+  opts.check = req.check;
+  opts.keep_going = req.keep_going;
+  return stack::to_json(apply_locked(knobs, opts));
 }
 
 nlohmann::json Daemon::revert() {

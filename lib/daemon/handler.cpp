@@ -19,6 +19,29 @@ std::string name_param(const control::Request& r) {
   return r.params["name"].get<std::string>();
 }
 
+// `epyctune apply`'s options; unknown keys and wrong types are refused.
+ApplyRequest apply_params(const control::Request& r) {
+  ApplyRequest a;
+  for (const auto& [k, v] : r.params.items()) {
+    auto bad = [&](const char* what) {
+      return control::ProtocolError(control::code::invalid_request,
+                                    "apply: \"" + k + "\" must be " + what);
+    };
+    if (k == "profile" || k == "steps") {
+      if (!v.is_string()) throw bad("a string");
+      (k == "profile" ? a.profile : a.steps) = v.get<std::string>();
+    } else if (k == "check" || k == "keep_going" || k == "force") {
+      if (!v.is_boolean()) throw bad("true or false");
+      (k == "check" ? a.check : k == "keep_going" ? a.keep_going : a.force) = v.get<bool>();
+    } else {
+      throw control::ProtocolError(
+          control::code::invalid_request,
+          "apply: unknown parameter '" + k + "' (profile, steps, check, keep_going, force)");
+    }
+  }
+  return a;
+}
+
 void no_params(const control::Request& r) {
   if (!r.params.empty())
     throw control::ProtocolError(control::code::invalid_request, r.method + " takes no parameters");
@@ -35,7 +58,7 @@ control::Handler make_handler(Daemon& d) {
     if (r.method == "engine.status") return d.engine_status(name_param(r));
     if (control::access_needed(r.method) == control::Access::write)
       spdlog::info("control: {} by uid {} (pid {})", r.method, peer.uid, peer.pid);
-    if (r.method == "apply") return no_params(r), d.apply();
+    if (r.method == "apply") return d.apply(apply_params(r));
     if (r.method == "revert") return no_params(r), d.revert();
     if (r.method == "reload") return no_params(r), d.reload();
     if (r.method == "engine.start") return d.engine_start(name_param(r));

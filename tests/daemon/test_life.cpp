@@ -93,6 +93,29 @@ TEST_CASE("the daemon's whole life on a fixture") {
   CHECK(st["instances"][0]["name"] == "main");
   CHECK_FALSE(st["instances"][0]["cpus"].get<std::string>().empty());
 
+  // (2b) apply through the socket takes `epyctune apply`'s options and
+  // returns its result; only the profile the daemon keeps may be applied.
+  auto ap = call(h.socket.string(), "apply",
+                 {{"profile", kLifeProfile}, {"steps", "cpufreq"}, {"check", true}});
+  CHECK(ap["exit_code"] == 0);
+  CHECK(ap["changed"] == false);
+  REQUIRE(ap["steps"].size() == 1);
+  CHECK(ap["steps"][0]["step"] == "cpufreq");
+  CHECK(ap["steps"][0]["knobs"].size() >= 1);
+  try {
+    call(h.socket.string(), "apply", {{"profile", "epyc-9354"}});
+    FAIL("applying another profile through the daemon was accepted");
+  } catch (const control::ProtocolError& e) {
+    CHECK(e.code() == control::code::invalid_request);
+    CHECK(std::string(e.what()).find("--direct") != std::string::npos);
+  }
+  try {
+    call(h.socket.string(), "apply", {{"check", "yes"}});
+    FAIL("a string for check was accepted");
+  } catch (const control::ProtocolError& e) {
+    CHECK(e.code() == control::code::invalid_request);
+  }
+
   // (3) The instance serves: a real completion.
   REQUIRE_MESSAGE(eventually([&] { return instance(h.socket.string())["state"] == "running"; }, 60),
                   d.log());
@@ -125,7 +148,7 @@ TEST_CASE("the daemon's whole life on a fixture") {
   CHECK(st["counters"]["repairs"] >= 1);
   CHECK(d.log().find("drift (interval): cpufreq") != std::string::npos);
   const auto prom = read_file(h.sysroot / "var/lib/node-exporter/epyctune.prom");
-  CHECK(prom.find("epyctune_verified{profile=\"epyc-9754\"}") != std::string::npos);
+  CHECK(prom.find("epyctune_verify_ok{profile=\"epyc-9754\"} ") != std::string::npos);
   CHECK(prom.find("\nepyctuned_drift_events_total ") != std::string::npos);
   CHECK(prom.find("epyctuned_drift_events_total 0\n") == std::string::npos);
   CHECK(prom.find("epyctuned_instance_up{instance=\"main\"} 1") != std::string::npos);

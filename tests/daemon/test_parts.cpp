@@ -52,8 +52,8 @@ TEST_CASE("metrics: the checklist's then the daemon's") {
   k.drift_events = 2;
   k.repairs = 3;
   auto text = render_metrics(&c, 1, k, {{"a\"b", true, 4}});
-  CHECK(text.find("epyctune_check{profile=\"p\",step=\"numa\"") != std::string::npos);
-  CHECK(text.find("epyctune_verified{profile=\"p\"} 0") != std::string::npos);
+  CHECK(text.find("epyctune_verify_check{profile=\"p\",step=\"numa\"") != std::string::npos);
+  CHECK(text.find("epyctune_verify_ok{profile=\"p\"} 0") != std::string::npos);
   CHECK(text.find("\nepyctuned_drift_events_total 2\n") != std::string::npos);
   CHECK(text.find("\nepyctuned_repairs_total 3\n") != std::string::npos);
   CHECK(text.find("\nepyctuned_drifted_knobs 1\n") != std::string::npos);
