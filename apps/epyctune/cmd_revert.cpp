@@ -1,9 +1,14 @@
 // `epyctune revert [--json]`: restore every original in the journal, newest
 // first, then clear it. Needs no profile: the journal describes each knob.
+// --unless-shutdown keeps the state when systemd is taking the system down
+// (the apply unit's ExecStop), like tuned's rollback = not_on_exit.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <nlohmann/json.hpp>
+
 #include "apps/epyctune/commands.hpp"
+#include "host/shutdown.hpp"
 #include "stack/revert.hpp"
 
 namespace epyctune::cli {
@@ -31,11 +36,30 @@ int run_revert(bool json, const GlobalOptions& g) {
   }
 }
 
+// One line, so the journal shows one event; nothing is read or written.
+int keep_for_shutdown(bool json) {
+  const char* why = "the system is shutting down: keeping the applied state";
+  if (json)
+    fmt::print("{}\n", nlohmann::json{{"changed", false}, {"kept", why}}.dump());
+  else
+    fmt::print("epyctune revert: {} (--unless-shutdown)\n", why);
+  return kExitOk;
+}
+
 void add_revert_command(CLI::App& app, GlobalOptions& global) {
   auto json = std::make_shared<bool>(false);
+  auto unless_shutdown = std::make_shared<bool>(false);
   auto* cmd = app.add_subcommand("revert", "Restore every value epyctune changed, newest first");
   cmd->add_flag("--json", *json, "JSON output");
-  cmd->callback([json, &global] { global.exit_code = run_revert(*json, global); });
+  cmd->add_flag("--unless-shutdown", *unless_shutdown,
+                "Do nothing when systemd is shutting the system down (for a unit's ExecStop)");
+  cmd->callback([json, unless_shutdown, &global] {
+    if (*unless_shutdown && host::system_shutting_down()) {
+      global.exit_code = keep_for_shutdown(*json);
+      return;
+    }
+    global.exit_code = run_revert(*json, global);
+  });
 }
 
 static Registrar reg(&add_revert_command);

@@ -1,11 +1,14 @@
-// `epyctune verify [--profile NAME] [--format table|json|md|junit|prometheus] [--ignore-missing]`:
-// step 9, the checklist. Exit 0 only when no check fails.
+// `epyctune verify [--profile NAME] [--format table|json|md|junit|prometheus] [--ignore-missing]
+// [--output FILE]`: step 9, the checklist. Exit 0 only when no check fails.
+// --output replaces FILE atomically, so node_exporter's textfile collector
+// (which reads *.prom in its directory at every scrape) never sees half a file.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <stdexcept>
 
 #include "apps/epyctune/commands.hpp"
+#include "common/atomic_file.hpp"
 #include "stack/applied.hpp"
 #include "stack/plan.hpp"
 #include "stack/session.hpp"
@@ -15,7 +18,7 @@ namespace epyctune::cli {
 namespace {
 
 struct VerifyArgs {
-  std::string profile, steps, format = "table";
+  std::string profile, steps, format = "table", output;
   bool ignore_missing = false, force = false;
 };
 
@@ -38,7 +41,11 @@ int run_verify(const VerifyArgs& a, const GlobalOptions& g) {
     auto s = open_session(g, profile_to_verify(a, g), a.steps, a.force);
     auto c =
         stack::make_checklist(stack::plan_knobs(s.sys, s.knobs), s.profile.name, a.ignore_missing);
-    fmt::print("{}", stack::render_checklist(c, format));
+    std::string text = stack::render_checklist(c, format);
+    if (a.output.empty())
+      fmt::print("{}", text);
+    else
+      write_file_atomic(a.output, text, 0644);
     return c.ok() ? kExitOk : kExitFailed;
   } catch (const std::exception& e) {
     fmt::print(stderr, "epyctune verify: {}\n", e.what());
@@ -55,6 +62,9 @@ void add_verify_command(CLI::App& app, GlobalOptions& global) {
       ->capture_default_str();
   cmd->add_flag("--ignore-missing", args->ignore_missing,
                 "Skip knobs this host does not support instead of failing them");
+  cmd->add_option("--output", args->output,
+                  "Write the result to FILE atomically (temp file and rename) instead of stdout, "
+                  "e.g. a node_exporter textfile (a path on this machine, not beneath --sysroot)");
   cmd->add_option("--steps", args->steps, "Steps to verify (default all)");
   cmd->add_flag("--force", args->force, "Verify even when the profile does not match this host");
   cmd->callback([args, &global] { global.exit_code = run_verify(*args, global); });

@@ -53,7 +53,7 @@ TEST_CASE("cli: status before, during and after an applied profile; verify defau
 
   auto verify = h.run({"verify", "--format", "prometheus"});
   CHECK_MESSAGE(verify.code == kExitOk, (verify.out + verify.err));
-  CHECK(has(verify.out, "epyctune_verified{profile=\"epyc-9354\"} 1"));
+  CHECK(has(verify.out, "epyctune_verify_ok{profile=\"epyc-9354\"} 1"));
 
   REQUIRE(h.run({"revert"}).code == kExitOk);
   CHECK(has(h.run({"status"}).out, "nothing applied"));

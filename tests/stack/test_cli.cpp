@@ -101,8 +101,8 @@ TEST_CASE("cli: plan/apply/verify/revert on the 9754 fixture, every output forma
   CHECK(junit.out.find("<testsuite name=\"epyctune-verify epyc-9754\"") != std::string::npos);
   CHECK(junit.out.find("failures=\"0\"") != std::string::npos);
   auto prom = run(with_root(h, {"verify", "--profile", "9754", "--format", "prometheus"}));
-  CHECK(prom.out.find("# TYPE epyctune_check gauge") != std::string::npos);
-  CHECK(prom.out.find("epyctune_verified{profile=\"epyc-9754\"} 1") != std::string::npos);
+  CHECK(prom.out.find("# TYPE epyctune_verify_check gauge") != std::string::npos);
+  CHECK(prom.out.find("epyctune_verify_ok{profile=\"epyc-9754\"} 1") != std::string::npos);
   auto bad = run(with_root(h, {"verify", "--profile", "9754", "--format", "xml"}));
   CHECK(bad.code == 1);
   CHECK(bad.err.find("use table, json, md, junit or prometheus") != std::string::npos);

@@ -3,8 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <stdexcept>
+#include <string_view>
+#include <utility>
 
 namespace epyctune::stack {
 
@@ -47,17 +51,64 @@ std::string xml_escape(const std::string& s) {
   return o;
 }
 
+// The text exposition format escapes exactly these three in label values.
 std::string label_escape(const std::string& s) {
   std::string o;
   for (char c : s) {
-    if (c == '\\' || c == '"') o += '\\';
-    if (c == '\n') {
+    if (c == '\\')
+      o += "\\\\";
+    else if (c == '"')
+      o += "\\\"";
+    else if (c == '\n')
       o += "\\n";
-      continue;
-    }
-    o += c;
+    else
+      o += c;
   }
   return o;
+}
+
+// One metric family: HELP and TYPE once, then its samples, as the exposition
+// format requires (node_exporter's textfile collector rejects a file that
+// repeats them or interleaves families).
+void family(std::string& out, std::string_view name, std::string_view help) {
+  out += fmt::format("# HELP {} {}\n# TYPE {} gauge\n", name, help, name);
+}
+
+// The labels that identify one check. The path is among them because nothing
+// makes (step, knob) unique, and one repeated series makes node_exporter drop
+// the whole file; an exact repeat (one knob planned twice) is written once.
+std::string check_labels(const Checklist& c, const CheckLine& l) {
+  return fmt::format("profile=\"{}\",step=\"{}\",knob=\"{}\",path=\"{}\"", label_escape(c.profile),
+                     label_escape(l.step), label_escape(l.name), label_escape(l.path));
+}
+
+std::string render_prometheus(const Checklist& c) {
+  std::string out;
+  const std::string profile = label_escape(c.profile);
+  family(out, "epyctune_verify_ok", "1 when no epyctune verify check failed, else 0.");
+  out += fmt::format("epyctune_verify_ok{{profile=\"{}\"}} {}\n", profile, c.ok() ? 1 : 0);
+  family(out, "epyctune_verify_timestamp_seconds",
+         "Unix time of the epyctune verify run these metrics come from.");
+  out += fmt::format("epyctune_verify_timestamp_seconds{{profile=\"{}\"}} {}\n", profile,
+                     c.timestamp_seconds);
+  family(out, "epyctune_verify_checks", "Number of epyctune verify checks by result.");
+  const std::pair<const char*, int> by_result[] = {
+      {"pass", c.passed}, {"fail", c.failed}, {"skip", c.skipped}};
+  for (const auto& [result, n] : by_result)
+    out += fmt::format("epyctune_verify_checks{{profile=\"{}\",result=\"{}\"}} {}\n", profile,
+                       result, n);
+  family(out, "epyctune_verify_check",
+         "Result of one epyctune verify check: 1 pass, 0 fail, -1 skipped.");
+  std::set<std::string> seen;
+  for (const auto& l : c.lines) {
+    std::string labels = check_labels(c, l);
+    if (!seen.insert(labels).second) continue;
+    out += fmt::format("epyctune_verify_check{{{}}} {}\n", labels,
+                       l.result == "pass"   ? 1
+                       : l.result == "fail" ? 0
+                                            : -1);
+  }
+  return out;
 }
 
 std::string md_cell(const std::string& s) {
@@ -75,6 +126,9 @@ Checklist make_checklist(const std::vector<KnobPlan>& plans, const std::string& 
                          bool ignore_missing) {
   Checklist c;
   c.profile = profile;
+  c.timestamp_seconds = std::chrono::duration_cast<std::chrono::seconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
   for (const auto& p : plans) {
     CheckLine l;
     l.step = p.knob.step;
@@ -191,21 +245,8 @@ std::string render_checklist(const Checklist& c, ChecklistFormat f) {
       out += "</testsuite></testsuites>\n";
       return out;
     }
-    case ChecklistFormat::Prometheus: {
-      out +=
-          "# HELP epyctune_check Result of one epyctune verify check (1 pass, 0 fail, -1 skip)\n";
-      out += "# TYPE epyctune_check gauge\n";
-      for (const auto& l : c.lines)
-        out += fmt::format("epyctune_check{{profile=\"{}\",step=\"{}\",knob=\"{}\"}} {}\n",
-                           label_escape(c.profile), label_escape(l.step), label_escape(l.name),
-                           l.result == "pass"   ? 1
-                           : l.result == "fail" ? 0
-                                                : -1);
-      out += "# HELP epyctune_verified 1 when no check failed\n# TYPE epyctune_verified gauge\n";
-      out += fmt::format("epyctune_verified{{profile=\"{}\"}} {}\n", label_escape(c.profile),
-                         c.ok() ? 1 : 0);
-      return out;
-    }
+    case ChecklistFormat::Prometheus:
+      return render_prometheus(c);
   }
   return out;
 }

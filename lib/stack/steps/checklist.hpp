@@ -3,6 +3,7 @@
 // operators feed to people and machines (table, json, md, junit, prometheus).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,8 @@ struct Checklist {
   std::string profile;
   std::vector<CheckLine> lines;
   int passed = 0, failed = 0, skipped = 0;
+  // When the checks were read (Unix seconds); make_checklist sets it to now.
+  int64_t timestamp_seconds = 0;
   bool ok() const { return failed == 0; }
 };
 

@@ -1,0 +1,45 @@
+// Whether the machine is going down. A unit's ExecStop runs both when an
+// operator stops it and when the system shuts down; tuned-style "keep the
+// state across shutdown" needs to tell the two apart, and only the service
+// manager knows.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace epyctune::host {
+
+// One entry of org.freedesktop.systemd1.Manager.ListJobs.
+struct QueuedJob {
+  std::string unit;  // "reboot.target"
+  std::string type;  // "start"
+};
+
+// What the manager said: Manager.SystemState and the queued jobs.
+struct ManagerState {
+  std::string system_state;  // "running", "degraded", "stopping", ...
+  std::vector<QueuedJob> jobs;
+};
+
+// The decision alone: the manager is stopping, or a job to start one of the
+// targets that end the system (shutdown, reboot, halt, poweroff, kexec,
+// soft-reboot) is queued.
+bool is_shutting_down(const ManagerState& state);
+
+// Reads the manager's state; nullopt when there is no manager to ask (not
+// booted with systemd, no bus, an error), with the reason at debug level.
+using ManagerStateSource = std::function<std::optional<ManagerState>()>;
+
+// Asks PID 1 over the system bus with sd-bus. EPYCTUNE_TEST_SYSTEM_STATE, when
+// set, stands in for the manager's SystemState (tests only).
+std::optional<ManagerState> read_manager_state();
+
+// True when systemd says the system is going down; false when not under
+// systemd or when it cannot be asked (a revert then goes ahead, as it would
+// without the check).
+bool system_shutting_down(const ManagerStateSource& source = read_manager_state);
+
+}  // namespace epyctune::host
