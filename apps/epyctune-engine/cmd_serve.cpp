@@ -1,0 +1,147 @@
+// `epyctune-engine serve`: the model behind an OpenAI-compatible HTTP API on
+// the partition (docs/serve.md). It binds first, loads, then prints one line,
+// "listening on http://HOST:PORT", for whoever started it to read; SIGTERM or
+// SIGINT cancels the waiting and running completions and exits 0.
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "apps/epyctune-engine/commands.hpp"
+#include "apps/epyctune-engine/engine_options.hpp"
+#include "apps/epyctune-engine/launch_options.hpp"
+#include "engine/serving/engine.hpp"
+#include "engine/serving/http_server.hpp"
+#include "engine/serving/scheduler.hpp"
+
+namespace epyctune::engine_cli {
+namespace {
+
+namespace sv = epyctune::engine::serving;
+
+struct ServeArgs {
+  sv::EngineConfig engine;
+  sv::ServeOptions http;
+  int queue = 8;
+  size_t max_body = 1 << 20;
+};
+
+// SIGTERM and SIGINT, taken by a thread of their own with sigwait: blocked
+// before any other thread starts, so every thread inherits the mask.
+class StopSignals {
+ public:
+  StopSignals() {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGTERM);
+    sigaddset(&set_, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+  }
+  ~StopSignals() {
+    if (!waiter_.joinable()) return;
+    quitting_ = true;
+    pthread_kill(waiter_.native_handle(), SIGTERM);
+    waiter_.join();
+  }
+  // on_signal runs on the signal thread, once.
+  template <class F>
+  void start(F on_signal) {
+    waiter_ = std::thread([this, on_signal] {
+      int sig = 0;
+      sigwait(&set_, &sig);
+      if (!quitting_) on_signal();
+    });
+  }
+
+ private:
+  sigset_t set_{};
+  std::atomic<bool> quitting_{false};
+  std::thread waiter_;
+};
+
+int run_serve(ServeArgs a) {
+  if (a.queue < 0) throw std::invalid_argument("--queue: must be >= 0");
+  if (a.http.port < 0 || a.http.port > 65535)
+    throw std::invalid_argument("--port: must be 0 (a free port) to 65535");
+  a.http.queue = static_cast<size_t>(a.queue);
+  a.http.max_body = a.max_body;
+  sv::Engine engine(a.engine);  // checks options and plans CPUs before anything binds
+  if (a.http.model_name.empty())
+    a.http.model_name = std::filesystem::path(engine.config().model).stem().string();
+
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stop = false, serving = false;
+  StopSignals signals;  // after what its thread touches, so it is joined first
+  sv::HttpServer http(a.http);
+  const int port = http.bind();
+  http.start();
+  signals.start([&] {
+    std::unique_lock lk(mu);
+    // Nothing to finish while the model loads: leave at once.
+    if (!serving) std::_Exit(0);
+    stop = true;
+    cv.notify_all();
+  });
+
+  engine.load();
+  sv::Scheduler scheduler(engine, a.http.queue, http.metrics());
+  if (const std::string bad = engine.check_placement(); !bad.empty())
+    throw sv::PlacementMismatch("threads or memory are not where the launch config puts them:\n" +
+                                bad);
+  http.attach(engine, scheduler);
+  std::unique_lock lk(mu);
+  serving = true;
+  std::printf("listening on http://%s:%d\n", a.http.host.c_str(), port);
+  std::fflush(stdout);
+  cv.wait(lk, [&] { return stop; });
+  lk.unlock();
+  std::fprintf(stderr, "epyctune-engine serve: stopping\n");
+  scheduler.stop();  // cancels the waiting and running completions
+  http.stop();
+  return 0;
+}
+
+void add_serve_command(CLI::App& app, GlobalOptions& global) {
+  auto args = std::make_shared<ServeArgs>();
+  auto* cmd = app.add_subcommand(
+      "serve", "Serve the model over an OpenAI-compatible HTTP API (docs/serve.md)");
+  auto& e = args->engine;
+  cmd->add_option("--model,-m", e.model,
+                  "Target model (GGUF); required unless the launch config names it");
+  cmd->add_option("-c,--ctx,--ctx-size", e.n_ctx, "Context length (0 = the model's)");
+  cmd->add_option("--host", args->http.host, "Address to listen on")->capture_default_str();
+  cmd->add_option("--port", args->http.port, "Port to listen on (0 = a free one)")
+      ->capture_default_str();
+  cmd->add_option("--queue", args->queue,
+                  "Requests that may wait while one runs; more get 503 at once")
+      ->capture_default_str();
+  cmd->add_option("--model-alias", args->http.model_name,
+                  "The model's name in replies and /v1/models (default: the file's stem)");
+  cmd->add_option("--max-body", args->max_body, "Largest request body in bytes (larger: 413)")
+      ->capture_default_str();
+  add_engine_options(cmd, e);
+  add_launch_options(cmd, e.launch);
+  cmd->callback([args, &global] {
+    try {
+      global.exit_code = run_serve(*args);
+    } catch (const sv::PlacementMismatch& ex) {
+      std::fprintf(stderr, "epyctune-engine serve: %s\n", ex.what());
+      global.exit_code = kExitPlacement;
+    } catch (const std::exception& ex) {
+      std::fprintf(stderr, "epyctune-engine serve: error: %s\n", ex.what());
+      global.exit_code = 1;
+    }
+  });
+}
+
+const Registrar reg(&add_serve_command);
+
+}  // namespace
+}  // namespace epyctune::engine_cli

@@ -1,0 +1,39 @@
+// The options generate and serve share to load the engine: CPUs, the draft
+// model and n-gram lookup, speculative mode, weight memory. Each command adds
+// its own --model and context options.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include "engine/serving/engine.hpp"
+
+namespace epyctune::engine_cli {
+
+inline void add_engine_options(CLI::App* cmd, engine::serving::EngineConfig& a) {
+  auto* th = cmd->add_option("-t,--threads", a.threads,
+                             "Threads: the first N allowed CPUs (default: all allowed)");
+  cmd->add_option("--cpus", a.cpus, "CPUs to run on, e.g. 0-7 (default: all allowed)")
+      ->excludes(th);
+  // llama.cpp's -md reaches here as --model-draft: main() rewrites it
+  // (llama_style_args), since CLI11 reads "-md" as -m d.
+  cmd->add_option("--model-draft", a.draft, "Draft model (GGUF, same vocabulary); also -md");
+  cmd->add_option("--lookup", a.lookup, "N-gram lookup drafting: longest n-gram N (0 = off)");
+  cmd->add_option("--lookup-min", a.lookup_min, "Shortest n-gram lookup accepts")
+      ->capture_default_str();
+  cmd->add_option("--draft-max", a.draft_max,
+                  "Tokens drafted per verify pass (K; 0 = plain decoding)")
+      ->capture_default_str();
+  cmd->add_option("--draft-min", a.draft_min,
+                  "Shortest draft worth a verify pass, as llama.cpp's --draft-min: a shorter "
+                  "one is dropped and the target decodes one token alone (drafts come short "
+                  "near the end of generation and when the draft model's context is full)")
+      ->capture_default_str();
+  cmd->add_option("--draft-cpus", a.draft_cpus, "Draft partition (partitioned mode)");
+  cmd->add_option("--verify-cpus", a.verify_cpus, "Target partition (partitioned mode)");
+  cmd->add_option("--spec-mode", a.spec_mode, "partitioned | shared | auto")->capture_default_str();
+  cmd->add_flag("--mmap", a.mmap,
+                "Use the weights in place from the file mapping (no copy, no NUMA placement, no "
+                "repacking)");
+}
+
+}  // namespace epyctune::engine_cli

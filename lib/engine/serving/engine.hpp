@@ -1,0 +1,122 @@
+// The engine as `generate` and `serve` both run it: one loader (CPU plan,
+// pools, launch-config placement, target and optional draft model, the
+// tokenizer) and one generation call that streams tokens through a callback
+// the caller can use to stop it. Speculative decoding (a draft model, n-gram
+// lookup, or both) is lossless, so it is on whenever one is configured.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/model/llama_model.hpp"
+#include "engine/placement/launch_setup.hpp"
+#include "engine/runtime/thread_pool.hpp"
+#include "engine/sampling/sampler.hpp"
+#include "engine/speculative/cpu_plan.hpp"
+#include "engine/speculative/speculative.hpp"
+#include "engine/tokenizer/tokenizer.hpp"
+
+namespace epyctune::engine::serving {
+
+struct EngineConfig {
+  std::string model, draft;
+  int threads = 0;  // the first N allowed CPUs (0 = all)
+  int n_ctx = 0;    // 0 = the model's
+  std::string cpus, draft_cpus, verify_cpus;
+  int lookup = 0;  // n-gram lookup drafting: longest n-gram (0 = off)
+  int lookup_min = 1;
+  int draft_max = 4;  // K (0 = plain decoding)
+  int draft_min = 0;
+  std::string spec_mode = "auto";
+  bool mmap = false;
+  placement::LaunchOptions launch;  // launch_config empty: the engine picks CPUs
+};
+
+// The threads or memory are not where the launch config puts them.
+struct PlacementMismatch : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Load progress of one model file: stage ("copy", "page-in"), bytes.
+using LoadProgress = std::function<void(const std::string& path, std::string_view stage,
+                                        uint64_t done, uint64_t total)>;
+
+// Every generated token and its bytes (pieces of one UTF-8 character may
+// arrive in separate tokens); return false to stop.
+using TokenSink = std::function<bool(int32_t token, const std::string& piece)>;
+
+enum class FinishReason {
+  stop,    // an end-of-generation token, or the sink asked to stop
+  length,  // n_predict tokens, or the context is full
+};
+const char* finish_reason_name(FinishReason r);
+
+struct Completion {
+  std::vector<int32_t> tokens;
+  speculative::SpecStats stats;
+  FinishReason finish = FinishReason::length;
+  bool stopped_by_sink = false;
+};
+
+class Engine {
+ public:
+  // Reads the launch config (its [models] fill what cfg leaves empty),
+  // validates the options and plans the CPUs; loads nothing. Throws
+  // std::invalid_argument naming the option, launch::LaunchConfigError.
+  explicit Engine(EngineConfig cfg);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Pools, models (weights placed as the plan says), tokenizer.
+  void load(const LoadProgress& progress = {});
+
+  const EngineConfig& config() const { return cfg_; }
+  const speculative::CpuPlan& plan() const { return plan_; }
+  bool partitioned() const { return plan_.mode == speculative::SpecMode::partitioned; }
+  // A draft model or lookup drafts, and draft_max > 0.
+  bool speculative() const;
+  int draft_max() const { return speculative() ? cfg_.draft_max : 0; }
+  placement::LaunchSetup* launch() const { return launch_.get(); }
+  const Tokenizer& tokenizer() const { return *tok_; }
+  LlamaModel& target() const { return *target_; }
+  LlamaModel* draft() const { return draft_.get(); }
+  int n_ctx() const { return target_->n_ctx(); }
+  double load_seconds() const { return load_s_; }
+
+  // Call once on the thread that will call generate(), before it does:
+  // with a launch config it joins the verify side's group and is recorded.
+  // Throws PlacementMismatch when a thread is not where the plan puts it.
+  void attach_driver();
+  // Up to n_predict tokens after prompt, stopping at an end-of-generation
+  // token (unless ignore_eog), when the context is full, or when sink
+  // returns false. Reuses the models' caches: one call at a time.
+  Completion generate(std::span<const int32_t> prompt, int n_predict,
+                      const sampling::SamplerParams& sampler, const TokenSink& sink,
+                      bool ignore_eog = false);
+  // Reads back where every thread and buffer landed; "" when all is where
+  // the launch config says (or there is none).
+  std::string check_placement();
+
+ private:
+  void make_pools();
+  void draft_thread_init();
+
+  EngineConfig cfg_;
+  speculative::CpuPlan plan_;
+  std::unique_ptr<placement::LaunchSetup> launch_;
+  std::unique_ptr<runtime::ThreadPool> verify_pool_, draft_pool_;
+  std::unique_ptr<LlamaModel> target_, draft_;
+  std::unique_ptr<Tokenizer> tok_;
+  double load_s_ = 0;
+  bool draft_recorded_ = false;  // the first drafting thread is in the report
+  std::string draft_join_error_;
+};
+
+}  // namespace epyctune::engine::serving

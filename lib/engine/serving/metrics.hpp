@@ -1,0 +1,48 @@
+// `serve`'s counters and gauges, written as Prometheus text exposition
+// (docs/serve.md lists every name). Thread-safe: HTTP threads count requests,
+// the generation worker counts tokens.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "engine/speculative/speculative.hpp"
+
+namespace epyctune::engine::serving {
+
+struct QueueGauges {
+  size_t depth = 0, capacity = 0;
+  int in_flight = 0;
+};
+
+class Metrics {
+ public:
+  // One answered request; seconds >= 0 also enters the latency histogram.
+  void request(const std::string& endpoint, int code, double seconds = -1);
+  void rejected();   // 503: the queue was full
+  void cancelled();  // the client left before its completion ended
+  void generation(int64_t prompt_tokens, const speculative::SpecStats& st);
+  std::string render(const QueueGauges& q) const;
+
+  static constexpr std::array<double, 14> kBuckets = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                                                      1,     2.5,  5,     10,   30,  60,   120};
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::pair<std::string, int>, uint64_t> requests_;
+  uint64_t rejected_ = 0, cancelled_ = 0;
+  uint64_t prompt_tokens_ = 0, generated_ = 0, drafted_ = 0, accepted_ = 0;
+  double prompt_s_ = 0, generate_s_ = 0, last_tok_s_ = 0;
+  struct Histogram {
+    std::array<uint64_t, kBuckets.size()> counts{};
+    uint64_t count = 0;
+    double sum = 0;
+  };
+  std::map<std::string, Histogram> latency_;
+};
+
+}  // namespace epyctune::engine::serving

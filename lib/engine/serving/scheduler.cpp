@@ -1,0 +1,165 @@
+#include "engine/serving/scheduler.hpp"
+
+#include <algorithm>
+
+#include "engine/serving/engine.hpp"
+#include "engine/serving/text_stream.hpp"
+
+namespace epyctune::engine::serving {
+
+bool Job::wait(std::string& out, std::chrono::milliseconds poll) {
+  std::unique_lock lk(mu_);
+  cv_.wait_for(lk, poll, [&] { return !pending_.empty() || ended_; });
+  out += pending_;
+  pending_.clear();
+  return ended_;
+}
+
+std::string Job::finish_reason() const {
+  std::lock_guard lk(mu_);
+  return finish_;
+}
+
+std::string Job::error() const {
+  std::lock_guard lk(mu_);
+  return error_;
+}
+
+int64_t Job::completion_tokens() const {
+  std::lock_guard lk(mu_);
+  return tokens_;
+}
+
+void Job::emit(std::string text) {
+  if (text.empty()) return;
+  {
+    std::lock_guard lk(mu_);
+    pending_ += text;
+  }
+  cv_.notify_all();
+}
+
+void Job::end(std::string finish_reason, int64_t tokens, std::string error) {
+  {
+    std::lock_guard lk(mu_);
+    ended_ = true;
+    finish_ = std::move(finish_reason);
+    tokens_ = tokens;
+    error_ = std::move(error);
+  }
+  cv_.notify_all();
+}
+
+Scheduler::Scheduler(Engine& engine, size_t capacity, Metrics& metrics)
+    : engine_(engine), capacity_(capacity), metrics_(metrics) {
+  std::promise<void> started;
+  auto ready = started.get_future();
+  thread_ = std::thread([this, &started] { worker(&started); });
+  try {
+    ready.get();
+  } catch (...) {
+    thread_.join();
+    throw;
+  }
+}
+
+Scheduler::~Scheduler() {
+  stop();
+}
+
+Scheduler::Ticket Scheduler::submit(JobInput in) {
+  std::lock_guard lk(mu_);
+  if (stopping_) return {Admit::stopping, nullptr};
+  if (queue_.size() >= capacity_) return {Admit::full, nullptr};
+  auto job = std::make_shared<Job>(std::move(in));
+  queue_.push_back(job);
+  cv_.notify_all();
+  return {Admit::ok, job};
+}
+
+void Scheduler::cancel(const std::shared_ptr<Job>& job) {
+  job->cancelled_ = true;
+  bool dropped = false;
+  {
+    std::lock_guard lk(mu_);
+    auto it = std::find(queue_.begin(), queue_.end(), job);
+    if (it != queue_.end()) {
+      queue_.erase(it);
+      dropped = true;
+    }
+  }
+  if (dropped) job->end("", 0, "");  // never ran; a running one ends on the worker
+}
+
+void Scheduler::stop() {
+  std::deque<std::shared_ptr<Job>> dropped;
+  {
+    std::lock_guard lk(mu_);
+    if (stopping_ && !thread_.joinable()) return;
+    stopping_ = true;
+    abort_ = true;
+    dropped.swap(queue_);
+    if (running_) running_->cancelled_ = true;
+  }
+  cv_.notify_all();
+  for (auto& j : dropped) {
+    j->cancelled_ = true;
+    j->end("", 0, "the server is shutting down");
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+QueueGauges Scheduler::gauges() const {
+  std::lock_guard lk(mu_);
+  return {queue_.size(), capacity_, running_ ? 1 : 0};
+}
+
+void Scheduler::worker(std::promise<void>* started) {
+  try {
+    engine_.attach_driver();  // this thread drives the pool from now on
+  } catch (...) {
+    started->set_exception(std::current_exception());
+    return;
+  }
+  started->set_value();
+  for (;;) {
+    std::shared_ptr<Job> job;
+    {
+      std::unique_lock lk(mu_);
+      cv_.wait(lk, [&] { return stopping_ || !queue_.empty(); });
+      if (stopping_) return;
+      job = std::move(queue_.front());
+      queue_.pop_front();
+      running_ = job;
+    }
+    run(*job);
+    std::lock_guard lk(mu_);
+    running_.reset();
+  }
+}
+
+void Scheduler::run(Job& job) {
+  const JobInput& in = job.input();
+  TextStream text(in.stop);
+  try {
+    auto sink = [&](int32_t, const std::string& piece) {
+      if (job.cancelled()) return false;
+      job.emit(text.push(piece));
+      return !text.stopped();
+    };
+    const Completion c =
+        engine_.generate(in.prompt, in.max_tokens, in.sampler, sink, in.ignore_eos);
+    metrics_.generation(static_cast<int64_t>(in.prompt.size()), c.stats);
+    if (job.cancelled()) {
+      job.end("", c.stats.generated, abort_ ? "the server is shutting down" : "");
+      return;
+    }
+    job.emit(text.finish());
+    const bool stop = text.stopped() || c.finish == FinishReason::stop;
+    job.end(stop ? "stop" : "length", c.stats.generated, "");
+  } catch (const std::exception& e) {
+    job.end("", 0, e.what());
+  }
+}
+
+}  // namespace epyctune::engine::serving

@@ -1,0 +1,108 @@
+// One generation worker and a bounded queue in front of it. The model runs
+// batch 1, so completions run one at a time on a single thread (the one that
+// drives the partition's thread pool); up to `capacity` more wait. A request
+// beyond that is refused at once. The HTTP thread that owns a job reads its
+// text as it is generated and cancels it when its client leaves: a waiting
+// job then leaves the queue, a running one stops at the next token.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/sampling/sampler.hpp"
+#include "engine/serving/metrics.hpp"
+#include "engine/speculative/speculative.hpp"
+
+namespace epyctune::engine::serving {
+
+class Engine;
+
+struct JobInput {
+  std::vector<int32_t> prompt;
+  int max_tokens = 16;
+  sampling::SamplerParams sampler;
+  std::vector<std::string> stop;
+  bool ignore_eos = false;
+};
+
+class Job {
+ public:
+  explicit Job(JobInput in) : in_(std::move(in)) {}
+  const JobInput& input() const { return in_; }
+
+  // Waits up to `poll` for text or the end; appends new text to out. Returns
+  // true once the job has ended and all its text has been taken.
+  bool wait(std::string& out, std::chrono::milliseconds poll);
+  bool cancelled() const { return cancelled_.load(); }
+
+  // After wait() returned true:
+  std::string finish_reason() const;  // "stop" | "length"; "" when it did not run to an end
+  std::string error() const;          // why it failed, "" when it did not
+  int64_t completion_tokens() const;
+
+ private:
+  friend class Scheduler;
+  void emit(std::string text);
+  void end(std::string finish_reason, int64_t tokens, std::string error);
+
+  JobInput in_;
+  std::atomic<bool> cancelled_{false};
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::string pending_;
+  bool ended_ = false;
+  std::string finish_, error_;
+  int64_t tokens_ = 0;
+};
+
+class Scheduler {
+ public:
+  enum class Admit { ok, full, stopping };
+  struct Ticket {
+    Admit admit = Admit::ok;
+    std::shared_ptr<Job> job;
+  };
+
+  // Starts the worker thread; it calls engine.attach_driver() first (its
+  // error, a PlacementMismatch, is rethrown here).
+  Scheduler(Engine& engine, size_t capacity, Metrics& metrics);
+  ~Scheduler();  // stop()
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  Ticket submit(JobInput in);
+  // The client left: a waiting job leaves the queue, a running one stops.
+  void cancel(const std::shared_ptr<Job>& job);
+  // Refuses new jobs, cancels the waiting and running ones, joins the worker.
+  void stop();
+
+  size_t capacity() const { return capacity_; }
+  QueueGauges gauges() const;
+
+ private:
+  void worker(std::promise<void>* started);
+  void run(Job& job);
+
+  Engine& engine_;
+  const size_t capacity_;
+  Metrics& metrics_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Job>> queue_;
+  std::shared_ptr<Job> running_;
+  bool stopping_ = false;
+  std::atomic<bool> abort_{false};
+  std::thread thread_;
+};
+
+}  // namespace epyctune::engine::serving

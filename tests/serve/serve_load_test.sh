@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The serve load test: a tiny model from mkmodel, `serve` on a free loopback
+# port with a small queue, C clients for D seconds (half of them streaming).
+# Fails on any reply other than 200 or 503, on a serve that does not exit 0
+# on SIGTERM, or (in an ASan build) on a leak report at its exit.
+# usage: serve_load_test.sh ENGINE LOADGEN SECONDS CLIENTS [QUEUE]
+set -euo pipefail
+engine=$1 load=$2 seconds=$3 clients=$4 queue=${5:-4}
+base=$(mktemp -d "${TMPDIR:-/tmp}/epyctune-serve-load.XXXXXX")
+pid=
+cleanup() {
+  [[ -n $pid ]] && kill "$pid" 2>/dev/null || true
+  rm -rf "$base"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; [[ -f $base/serve.err ]] && tail -50 "$base/serve.err" >&2; exit 1; }
+
+"$engine" mkmodel "$base/tiny.gguf" --shape tiny --quant q8_0 -t 1 2>/dev/null
+mkfifo "$base/ready"
+"$engine" serve -m "$base/tiny.gguf" -t 1 --port 0 --queue "$queue" >"$base/ready" 2>"$base/serve.err" &
+pid=$!
+exec 3<"$base/ready"
+read -r -t 120 line <&3 || fail "serve printed no ready line"
+[[ $line =~ ^listening\ on\ (http://127\.0\.0\.1:[0-9]+)$ ]] || fail "ready line: $line"
+url=${BASH_REMATCH[1]}
+echo "$line"
+
+half=$(( clients / 2 ))
+rc=0
+"$load" --url "$url" -c $(( clients - half )) -d "$seconds" -n 32 >"$base/plain.txt" 2>&1 & lp=$!
+if (( half > 0 )); then
+  "$load" --url "$url" -c "$half" -d "$seconds" -n 32 --stream >"$base/stream.txt" 2>&1 || rc=$?
+fi
+wait "$lp" || rc=$?
+echo "plain requests:"; cat "$base/plain.txt"
+if (( half > 0 )); then echo "streamed requests:"; cat "$base/stream.txt"; fi
+(( rc == 0 )) || fail "the load generator saw errors other than 503"
+
+curl -sf "$url/metrics" >"$base/metrics.txt" 2>/dev/null || true
+grep -E '^epyctune_serve_(rejected_total|generated_tokens_total|requests_total)' "$base/metrics.txt" || true
+
+kill -TERM "$pid"
+serve_rc=0
+wait "$pid" || serve_rc=$?
+pid=
+(( serve_rc == 0 )) || fail "serve exited $serve_rc after SIGTERM"
+grep -q "LeakSanitizer\|AddressSanitizer\|runtime error" "$base/serve.err" && fail "sanitizer report at serve's exit"
+echo "serve load ok"
