@@ -110,29 +110,29 @@ for page in epyctune epyctune-engine epyctuned; do
   warnings=$(LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings -E UTF-8 -l "$file" 2>&1 >/dev/null)
   [[ -z $warnings ]] || fail "man $page: $warnings"
 done
-# The man pages keep up with the CLI: every command in --help has a section,
-# every option of it is mentioned.
-check_page() { # PAGE BINARY [SUBCOMMAND...]: the binary's own options, then each command's
-  local page=$1 bin=$2 text sub opt
-  shift 2
+# The man pages keep up with the CLI: every command in --help has a section
+# (a nested one, e.g. "profile list", lives in its parent's), and every
+# option of every command is mentioned.
+subcommands() { "$@" --help | sed -n '/^Subcommands:/,/^$/p' | grep -Eo '^  [a-z][a-z0-9-]*' | tr -d ' '; }
+check_page() { # PAGE BINARY
+  local page=$1 bin=$2 text path sub nested opt
   # The roff source, unescaped: rendered text may hyphenate a long option.
   text=$(zcat -f "$(man -w "$page")" | sed 's/\\-/-/g')
-  for sub in "" "$@"; do
-    if [[ -n $sub ]]; then
-      grep -Eq "^\.SS \"?$sub( |\"|$)" <<<"$text" || fail "man $page has no section for '$sub' (in $bin --help)"
-    fi
-    for opt in $("$bin" $sub --help | grep -Eo '^  -[^ ]+' | tr -d ' ' | tr ',' '\n' | grep -- '^--'); do
+  local -a paths=("")
+  for sub in $(subcommands "$bin"); do
+    grep -Eq "^\.SS \"?$sub( |\"|$)" <<<"$text" || fail "man $page has no section for '$sub' (in $bin --help)"
+    paths+=("$sub")
+    for nested in $(subcommands "$bin" "$sub"); do paths+=("$sub $nested"); done
+  done
+  for path in "${paths[@]}"; do
+    for opt in $("$bin" $path --help | grep -Eo '^  -[^ ]+' | tr -d ' ' | tr ',' '\n' | grep -- '^--'); do
       [[ $opt == --help ]] && continue
-      grep -Eq -- "$opt([^a-z0-9-]|$)" <<<"$text" || fail "man $page does not mention $bin $sub $opt"
+      grep -Eq -- "$opt([^a-z0-9-]|$)" <<<"$text" || fail "man $page does not mention $bin $path $opt"
     done
   done
 }
-subcommands() { "$1" --help | sed -n '/^Subcommands:/,/^$/p' | grep -Eo '^  [a-z][a-z0-9-]*' | tr -d ' '; }
-mapfile -t subs < <(subcommands /usr/bin/epyctune)
-check_page epyctune /usr/bin/epyctune "${subs[@]}"
-check_page epyctune /usr/bin/epyctune "profile list" "profile show" "profile validate" "fixture create"
-mapfile -t subs < <(subcommands /usr/bin/epyctune-engine)
-check_page epyctune-engine /usr/bin/epyctune-engine "${subs[@]}"
+check_page epyctune /usr/bin/epyctune
+check_page epyctune-engine /usr/bin/epyctune-engine
 check_page epyctuned /usr/sbin/epyctuned
 
 comp=/usr/share/bash-completion/completions
