@@ -94,7 +94,9 @@ export PATH=/usr/sbin:/usr/bin:/sbin:/bin # never the build tree
 for f in /usr/bin/epyctune /usr/bin/epyctune-engine /usr/sbin/epyctuned; do
   [[ $(dpkg -S "$f" 2>/dev/null) == epyctune:* ]] || fail "$f is not the package's"
 done
-/usr/bin/epyctune --version | tee /dev/stderr | grep -qx "epyctune $version" || fail "epyctune --version"
+got=$(/usr/bin/epyctune --version)
+echo "$got"
+[[ $got == "epyctune $version" ]] || fail "epyctune --version says '$got', the package is $version"
 /usr/bin/epyctune-engine --version | grep -qx "epyctune-engine $version" || fail "epyctune-engine --version"
 /usr/sbin/epyctuned --version | grep -q "$version" || fail "epyctuned --version"
 # detect reads this host read-only; a host that is not an EPYC still gets a
