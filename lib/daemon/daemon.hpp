@@ -78,6 +78,8 @@ class Daemon {
   void shutdown();
   void event_loop(int signal_fd, int interval_fd, int debounce_fd);
   std::vector<Instance*> pick(const std::string& name);
+  // {"instances": [...]}: the status of `name` ("" = all); mu_ held.
+  nlohmann::json instances_json_locked(const std::string& name);
   std::string resolve(const std::string& host_path) const;
 
   DaemonOptions o_;

@@ -199,11 +199,15 @@ std::vector<Instance*> Daemon::pick(const std::string& name) {
   return out;
 }
 
-nlohmann::json Daemon::engine_status(const std::string& name) {
-  std::lock_guard lk(mu_);
+nlohmann::json Daemon::instances_json_locked(const std::string& name) {
   nlohmann::json out = nlohmann::json::array();
   for (auto* i : pick(name)) out.push_back(i->status());
   return {{"instances", out}};
+}
+
+nlohmann::json Daemon::engine_status(const std::string& name) {
+  std::lock_guard lk(mu_);
+  return instances_json_locked(name);
 }
 
 nlohmann::json Daemon::engine_start(const std::string& name) {
@@ -212,9 +216,7 @@ nlohmann::json Daemon::engine_start(const std::string& name) {
     spdlog::info("instance {}: start requested", i->plan().cfg.name);
     i->start();
   }
-  nlohmann::json out = nlohmann::json::array();
-  for (auto* i : pick(name)) out.push_back(i->status());
-  return {{"instances", out}};
+  return instances_json_locked(name);
 }
 
 nlohmann::json Daemon::engine_stop(const std::string& name) {
@@ -223,9 +225,7 @@ nlohmann::json Daemon::engine_stop(const std::string& name) {
     spdlog::info("instance {}: stop requested", i->plan().cfg.name);
     i->stop();
   }
-  nlohmann::json out = nlohmann::json::array();
-  for (auto* i : pick(name)) out.push_back(i->status());
-  return {{"instances", out}};
+  return instances_json_locked(name);
 }
 
 }  // namespace epyctune::daemon
