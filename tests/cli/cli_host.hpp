@@ -28,4 +28,8 @@ inline CliRun cli(const std::vector<std::string>& args) {
   return run_cli(EPYCTUNE_BIN, args);
 }
 
+inline bool has(const std::string& hay, const std::string& needle) {
+  return hay.find(needle) != std::string::npos;
+}
+
 }  // namespace epyctune::testing

@@ -21,10 +21,6 @@ using nlohmann::json;
 
 namespace {
 
-bool has(const std::string& hay, const std::string& needle) {
-  return hay.find(needle) != std::string::npos;
-}
-
 stack::KnobOutcome outcome(const char* step, const char* name, const char* status,
                            const char* before, const char* after) {
   stack::KnobOutcome o;

@@ -25,10 +25,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool has(const std::string& hay, const std::string& needle) {
-  return hay.find(needle) != std::string::npos;
-}
-
 bool name_char(char c, bool first) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':' ||
          (!first && c >= '0' && c <= '9');

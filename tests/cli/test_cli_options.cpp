@@ -22,10 +22,6 @@ std::string read_text(const std::filesystem::path& p) {
   return ss.str();
 }
 
-bool has(const std::string& hay, const std::string& needle) {
-  return hay.find(needle) != std::string::npos;
-}
-
 }  // namespace
 
 TEST_CASE("cli: global options work before and after the subcommand") {

@@ -12,12 +12,6 @@ using namespace epyctune;
 using namespace epyctune::testing;
 using nlohmann::json;
 
-namespace {
-bool has(const std::string& hay, const std::string& needle) {
-  return hay.find(needle) != std::string::npos;
-}
-}  // namespace
-
 TEST_CASE("cli: status before, during and after an applied profile; verify defaults to it") {
   CliHost h("9354");
   auto none = h.run({"status"});
