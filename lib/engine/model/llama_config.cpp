@@ -2,115 +2,273 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
 #include <stdexcept>
+#include <vector>
 
 #include "engine/gguf/gguf.hpp"
 
 namespace epyctune::engine {
 namespace {
 
+struct ArchInfo {
+  Arch arch;
+  const char* name;
+  bool rope_neox;
+  bool qkv_bias;
+  bool qk_norm;
+  bool moe;
+};
+
+// llama.cpp's rope type per architecture: NORM (adjacent pairs) for llama,
+// NEOX for the qwen family.
+constexpr std::array<ArchInfo, 4> kArchs{{
+    {Arch::llama, "llama", false, false, false, false},
+    {Arch::qwen2, "qwen2", true, true, false, false},
+    {Arch::qwen3, "qwen3", true, false, true, false},
+    {Arch::qwen3moe, "qwen3moe", true, false, true, true},
+}};
+
+const ArchInfo& info(Arch a) {
+  for (const auto& i : kArchs)
+    if (i.arch == a) return i;
+  throw std::logic_error("unknown Arch");
+}
+
+// The <arch>.* keys the engine reads. Any other key under the architecture's
+// prefix changes the model in a way the engine does not implement (sliding
+// windows, yarn, logit soft-capping...), so it is an error, never ignored.
+constexpr std::array<std::string_view, 16> kCommonKeys{
+    "context_length",
+    "embedding_length",
+    "block_count",
+    "feed_forward_length",
+    "attention.head_count",
+    "attention.head_count_kv",
+    "attention.key_length",
+    "attention.value_length",
+    "attention.layer_norm_rms_epsilon",
+    "rope.dimension_count",
+    "rope.freq_base",
+    "rope.scaling.type",
+    "rope.scaling.factor",
+    // Llama 3.1's scaling parameters: the factors they imply are in the
+    // rope_freqs tensor, which is what the engine reads.
+    "rope.scaling.low_freq_factor",
+    "rope.scaling.high_freq_factor",
+    "rope.scaling.original_context_length",
+};
+constexpr std::array<std::string_view, 1> kOtherKeys{"vocab_size"};
+constexpr std::array<std::string_view, 4> kMoeKeys{
+    "expert_count", "expert_used_count", "expert_feed_forward_length", "expert_weights_norm"};
+
+bool known_key(const ArchInfo& a, std::string_view suffix) {
+  auto in = [&](const auto& set) { return std::find(set.begin(), set.end(), suffix) != set.end(); };
+  return in(kCommonKeys) || in(kOtherKeys) || (a.moe && in(kMoeKeys));
+}
+
 struct Reader {
   const gguf::File& f;
+  std::string prefix;  // "qwen2."
+  std::string arch;
   [[noreturn]] void fail(const std::string& msg) const {
     throw std::runtime_error(fmt::format("{}: {}", f.path(), msg));
   }
+  std::string key(std::string_view s) const { return prefix + std::string(s); }
   // Integer keys are U32 in llama.cpp's files but any integer type is accepted.
-  std::optional<int64_t> opt_int(const std::string& key) const {
+  std::optional<int64_t> opt_int(std::string_view suffix) const {
+    const std::string k = key(suffix);
     try {
-      if (auto u = f.get_uint(key)) return static_cast<int64_t>(*u);
+      if (auto u = f.get_uint(k)) return static_cast<int64_t>(*u);
     } catch (const gguf::FormatError&) {
     }
     try {
-      if (auto i = f.get_int(key)) return *i;
+      if (auto i = f.get_int(k)) return *i;
     } catch (const gguf::FormatError&) {
     }
-    if (f.find(key)) fail(fmt::format("metadata key '{}' is not an integer", key));
+    if (f.find(k)) fail(fmt::format("metadata key '{}' is not an integer", k));
     return std::nullopt;
   }
-  int req_int(const std::string& key, int64_t min = 1, int64_t max = int64_t{1} << 30) const {
-    auto v = opt_int(key);
-    if (!v) fail(fmt::format("metadata key '{}' is missing (a llama model needs it)", key));
+  int req_int(std::string_view suffix, int64_t min = 1, int64_t max = int64_t{1} << 30) const {
+    auto v = opt_int(suffix);
+    if (!v)
+      fail(fmt::format("metadata key '{}' is missing (a {} model needs it)", key(suffix), arch));
     if (*v < min || *v > max)
-      fail(fmt::format("metadata key '{}' = {} is out of range [{}, {}]", key, *v, min, max));
+      fail(fmt::format("metadata key '{}' = {} is out of range [{}, {}]", key(suffix), *v, min,
+                       max));
     return static_cast<int>(*v);
   }
-  std::optional<double> opt_float(const std::string& key) const {
+  int int_or(std::string_view suffix, int def, int64_t min, int64_t max) const {
+    return opt_int(suffix) ? req_int(suffix, min, max) : def;
+  }
+  std::optional<double> opt_float(std::string_view suffix) const {
+    const std::string k = key(suffix);
     try {
-      if (auto d = f.get_float(key)) return *d;
+      if (auto d = f.get_float(k)) return *d;
     } catch (const gguf::FormatError&) {
-      if (auto i = opt_int(key)) return static_cast<double>(*i);
-      fail(fmt::format("metadata key '{}' is not a number", key));
+      if (auto i = opt_int(suffix)) return static_cast<double>(*i);
+      fail(fmt::format("metadata key '{}' is not a number", k));
     }
     return std::nullopt;
   }
 };
 
-}  // namespace
-
-LlamaConfig read_llama_config(const gguf::File& f) {
-  Reader r{f};
-  auto arch = f.get_string("general.architecture");
+const ArchInfo& read_arch(const Reader& r) {
+  auto arch = r.f.get_string("general.architecture");
   if (!arch) r.fail("metadata key 'general.architecture' is missing");
-  if (*arch != "llama")
-    r.fail(fmt::format("general.architecture = '{}': only 'llama' models are supported", *arch));
-  LlamaConfig c;
-  c.name = f.get_string("general.name").value_or("");
-  c.n_ctx = r.req_int("llama.context_length");
-  c.dim = r.req_int("llama.embedding_length");
-  c.n_layers = r.req_int("llama.block_count", 1, 4096);
-  c.ffn_dim = r.req_int("llama.feed_forward_length");
-  c.n_heads = r.req_int("llama.attention.head_count", 1, 1 << 16);
-  c.n_kv_heads = r.opt_int("llama.attention.head_count_kv")
-                     ? r.req_int("llama.attention.head_count_kv", 1, 1 << 16)
-                     : c.n_heads;
-  if (c.dim % c.n_heads != 0)
-    r.fail(
-        fmt::format("llama.embedding_length = {} is not a multiple of "
-                    "llama.attention.head_count = {}",
-                    c.dim, c.n_heads));
+  for (const auto& i : kArchs)
+    if (*arch == i.name) return i;
+  r.fail(fmt::format("general.architecture = '{}' is not supported (supported: {})", *arch,
+                     supported_arch_names()));
+}
+
+void check_keys(const Reader& r, const ArchInfo& a) {
+  for (const auto& [k, v] : r.f.metadata()) {
+    if (k.rfind(r.prefix, 0) != 0) continue;
+    const std::string_view suffix = std::string_view(k).substr(r.prefix.size());
+    if (!known_key(a, suffix))
+      r.fail(fmt::format(
+          "metadata key '{}' is not supported for general.architecture = '{}': the engine does "
+          "not implement what it changes (supported keys: {}.{{context_length, embedding_length, "
+          "block_count, feed_forward_length, attention.*, rope.freq_base, rope.dimension_count, "
+          "rope.scaling.*{}}})",
+          k, a.name, a.name, a.moe ? ", expert_*" : ""));
+  }
+}
+
+void read_geometry(const Reader& r, LlamaConfig& c) {
+  c.n_ctx = r.req_int("context_length");
+  c.dim = r.req_int("embedding_length");
+  c.n_layers = r.req_int("block_count", 1, 4096);
+  c.ffn_dim = r.req_int("feed_forward_length");
+  c.n_heads = r.req_int("attention.head_count", 1, 1 << 16);
+  c.n_kv_heads = r.int_or("attention.head_count_kv", c.n_heads, 1, 1 << 16);
   if (c.n_heads % c.n_kv_heads != 0)
-    r.fail(
-        fmt::format("llama.attention.head_count_kv = {} does not divide "
-                    "llama.attention.head_count = {}",
-                    c.n_kv_heads, c.n_heads));
-  c.head_dim = c.dim / c.n_heads;
+    r.fail(fmt::format("{} = {} does not divide {} = {}", r.key("attention.head_count_kv"),
+                       c.n_kv_heads, r.key("attention.head_count"), c.n_heads));
+  if (!r.opt_int("attention.key_length") && c.dim % c.n_heads != 0)
+    r.fail(fmt::format("{} = {} is not a multiple of {} = {} (and no {})",
+                       r.key("embedding_length"), c.dim, r.key("attention.head_count"), c.n_heads,
+                       r.key("attention.key_length")));
+  c.head_dim = r.int_or("attention.key_length", c.dim / c.n_heads, 2, 1 << 16);
+  const int vlen = r.int_or("attention.value_length", c.head_dim, 1, 1 << 16);
+  if (vlen != c.head_dim)
+    r.fail(fmt::format("{} = {} differs from {} = {}: only equal key and value heads are supported",
+                       r.key("attention.value_length"), vlen, r.key("attention.key_length"),
+                       c.head_dim));
   if (c.head_dim % 2 != 0)
     r.fail(fmt::format("head dimension {} is odd: RoPE needs pairs", c.head_dim));
-  c.n_rot = r.opt_int("llama.rope.dimension_count")
-                ? r.req_int("llama.rope.dimension_count", 2, c.head_dim)
-                : c.head_dim;
-  if (c.n_rot % 2 != 0) r.fail(fmt::format("llama.rope.dimension_count = {} is odd", c.n_rot));
-  if (auto eps = r.opt_float("llama.attention.layer_norm_rms_epsilon")) {
-    if (!(*eps > 0 && *eps < 1))
-      r.fail(fmt::format("llama.attention.layer_norm_rms_epsilon = {} is not in (0, 1)", *eps));
-    c.norm_eps = static_cast<float>(*eps);
-  }
-  if (auto base = r.opt_float("llama.rope.freq_base")) {
-    if (!(*base > 1)) r.fail(fmt::format("llama.rope.freq_base = {} must be > 1", *base));
+  c.n_rot = r.int_or("rope.dimension_count", c.head_dim, 2, c.head_dim);
+  if (c.n_rot % 2 != 0)
+    r.fail(fmt::format("{} = {} is odd", r.key("rope.dimension_count"), c.n_rot));
+}
+
+void read_rope(const Reader& r, LlamaConfig& c) {
+  if (auto base = r.opt_float("rope.freq_base")) {
+    if (!(*base > 1)) r.fail(fmt::format("{} = {} must be > 1", r.key("rope.freq_base"), *base));
     c.rope_freq_base = static_cast<float>(*base);
   }
-  auto scaling = f.get_string("llama.rope.scaling.type");
-  if (scaling && *scaling != "none") {
-    if (*scaling != "linear")
-      r.fail(fmt::format("llama.rope.scaling.type = '{}': only 'linear' (or 'none') is supported",
-                         *scaling));
-    auto factor = r.opt_float("llama.rope.scaling.factor");
+  auto scaling = r.f.get_string(r.key("rope.scaling.type"));
+  auto factor = r.opt_float("rope.scaling.factor");
+  const bool has_freqs = r.f.tensor("rope_freqs.weight") != nullptr;
+  if (scaling && *scaling == "linear") {
     if (!factor || !(*factor >= 1))
-      r.fail("llama.rope.scaling.type = linear needs llama.rope.scaling.factor >= 1");
+      r.fail(fmt::format("{} = linear needs {} >= 1", r.key("rope.scaling.type"),
+                         r.key("rope.scaling.factor")));
     c.rope_freq_scale = static_cast<float>(1.0 / *factor);
-  } else if (auto factor = r.opt_float("llama.rope.scaling.factor"); factor && *factor > 1) {
+    c.rope_scaling = RopeScaling::linear;
+  } else if (scaling && *scaling == "llama3") {
+    if (!has_freqs)
+      r.fail(fmt::format("{} = llama3 needs the tensor 'rope_freqs.weight', which is missing",
+                         r.key("rope.scaling.type")));
+  } else if (scaling && *scaling != "none") {
+    r.fail(
+        fmt::format("{} = '{}' is not supported (supported: none, linear, llama3 with "
+                    "rope_freqs.weight)",
+                    r.key("rope.scaling.type"), *scaling));
+  } else if (!scaling && factor && *factor > 1 && !has_freqs) {
     // Older converters wrote only the factor, meaning linear scaling.
     c.rope_freq_scale = static_cast<float>(1.0 / *factor);
+    c.rope_scaling = RopeScaling::linear;
   }
-  if (auto v = r.opt_int("llama.vocab_size")) {
-    c.n_vocab = r.req_int("llama.vocab_size");
-  } else if (const auto* toks = f.get_array("tokenizer.ggml.tokens")) {
+  // Llama 3.1+ files carry the per-frequency divisors as a tensor (llama.cpp's
+  // converter computes them from rope_scaling in config.json); any
+  // architecture's runtime would apply them, so their presence decides.
+  if (has_freqs) {
+    if (c.rope_scaling == RopeScaling::linear)
+      r.fail(
+          fmt::format("{} = linear and a rope_freqs.weight tensor: only one rope scaling can "
+                      "apply",
+                      r.key("rope.scaling.type")));
+    c.rope_scaling = RopeScaling::llama3;
+  }
+}
+
+void read_moe(const Reader& r, const ArchInfo& a, LlamaConfig& c) {
+  if (!a.moe) return;
+  c.n_expert = r.req_int("expert_count", 1, 1 << 12);
+  c.n_expert_used = r.req_int("expert_used_count", 1, c.n_expert);
+  c.expert_ffn_dim = r.req_int("expert_feed_forward_length");
+  // llama.cpp's qwen3moe always renormalises the top-k weights.
+  c.expert_weights_norm = a.arch == Arch::qwen3moe;
+  if (auto v = r.f.get_bool(r.key("expert_weights_norm"))) c.expert_weights_norm = *v;
+}
+
+void read_vocab(const Reader& r, LlamaConfig& c) {
+  if (r.opt_int("vocab_size")) {
+    c.n_vocab = r.req_int("vocab_size");
+  } else if (const auto* toks = r.f.get_array("tokenizer.ggml.tokens")) {
     c.n_vocab = static_cast<int>(toks->items.size());
-  } else if (const auto* t = f.tensor("token_embd.weight")) {
+  } else if (const auto* t = r.f.tensor("token_embd.weight")) {
     c.n_vocab = static_cast<int>(t->ne[1]);
   }
   if (c.n_vocab <= 0)
-    r.fail("vocabulary size unknown: no llama.vocab_size, tokenizer.ggml.tokens or token_embd");
+    r.fail(fmt::format("vocabulary size unknown: no {}, tokenizer.ggml.tokens or token_embd",
+                       r.key("vocab_size")));
+}
+
+}  // namespace
+
+const char* arch_name(Arch a) {
+  return info(a).name;
+}
+
+std::optional<Arch> arch_from_name(std::string_view name) {
+  for (const auto& i : kArchs)
+    if (name == i.name) return i.arch;
+  return std::nullopt;
+}
+
+std::string supported_arch_names() {
+  std::string out;
+  for (const auto& i : kArchs) out += (out.empty() ? "" : ", ") + std::string(i.name);
+  return out;
+}
+
+LlamaConfig read_llama_config(const gguf::File& f) {
+  Reader r{f, "", ""};
+  const ArchInfo& a = read_arch(r);
+  r.arch = a.name;
+  r.prefix = r.arch + ".";
+  check_keys(r, a);
+  LlamaConfig c;
+  c.arch = a.arch;
+  c.arch_name = a.name;
+  c.rope_neox = a.rope_neox;
+  c.attn_qkv_bias = a.qkv_bias;
+  c.attn_qk_norm = a.qk_norm;
+  c.name = f.get_string("general.name").value_or("");
+  read_geometry(r, c);
+  if (auto eps = r.opt_float("attention.layer_norm_rms_epsilon")) {
+    if (!(*eps > 0 && *eps < 1))
+      r.fail(
+          fmt::format("{} = {} is not in (0, 1)", r.key("attention.layer_norm_rms_epsilon"), *eps));
+    c.norm_eps = static_cast<float>(*eps);
+  }
+  read_rope(r, c);
+  read_moe(r, a, c);
+  read_vocab(r, c);
   return c;
 }
 

@@ -1,35 +1,83 @@
-// Llama hyper-parameters read from GGUF metadata, and the tensor shapes they imply.
+// Hyper-parameters of a decoder-only transformer read from GGUF metadata: the
+// architecture (general.architecture) decides which <arch>.* keys and tensors
+// the file must hold, and which optional parts of a layer are present.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace epyctune::engine {
 namespace gguf {
 class File;
 }
 
-struct LlamaConfig {
-  int n_ctx = 0;       // llama.context_length
-  int dim = 0;         // llama.embedding_length
-  int n_layers = 0;    // llama.block_count
-  int ffn_dim = 0;     // llama.feed_forward_length
-  int n_heads = 0;     // llama.attention.head_count
-  int n_kv_heads = 0;  // llama.attention.head_count_kv (default n_heads)
-  int head_dim = 0;    // dim / n_heads
-  int n_rot = 0;       // llama.rope.dimension_count (default head_dim)
-  int n_vocab = 0;     // llama.vocab_size, else tokenizer.ggml.tokens length, else token_embd rows
-  float norm_eps = 1e-5f;           // llama.attention.layer_norm_rms_epsilon
-  float rope_freq_base = 10000.0f;  // llama.rope.freq_base
-  float rope_freq_scale = 1.0f;     // 1 / llama.rope.scaling.factor when .type = linear
-  std::string name;                 // general.name
+// The architectures the engine runs, by their general.architecture name.
+enum class Arch { llama, qwen2, qwen3, qwen3moe };
 
+const char* arch_name(Arch a);
+std::optional<Arch> arch_from_name(std::string_view name);
+// "llama, qwen2, qwen3, qwen3moe": for error messages.
+std::string supported_arch_names();
+
+// How rope angles are stretched for long contexts.
+enum class RopeScaling {
+  none,
+  linear,  // theta *= freq_scale
+  llama3,  // theta /= rope_freqs.weight[i] (Llama 3.1+: the file carries the factors)
+};
+
+// What one layer's feed-forward block is: a dense SwiGLU, or a router over
+// experts (each a SwiGLU of expert_ffn_dim) of which n_expert_used run per token.
+enum class FfnKind { dense, moe };
+
+struct LlamaConfig {
+  Arch arch = Arch::llama;
+  std::string arch_name = "llama";  // general.architecture: the prefix of every <arch>.* key
+  int n_ctx = 0;                    // <arch>.context_length
+  int dim = 0;                      // <arch>.embedding_length
+  int n_layers = 0;                 // <arch>.block_count
+  int ffn_dim = 0;                  // <arch>.feed_forward_length (dense layers)
+  int n_heads = 0;                  // <arch>.attention.head_count
+  int n_kv_heads = 0;               // <arch>.attention.head_count_kv (default n_heads)
+  // <arch>.attention.key_length (default dim / n_heads); qwen3's can differ
+  // from dim / n_heads, so Q and the attention output are n_heads * head_dim wide.
+  int head_dim = 0;
+  int n_rot = 0;    // <arch>.rope.dimension_count (default head_dim)
+  int n_vocab = 0;  // <arch>.vocab_size, else tokenizer.ggml.tokens length, else token_embd rows
+  float norm_eps = 1e-5f;           // <arch>.attention.layer_norm_rms_epsilon
+  float rope_freq_base = 10000.0f;  // <arch>.rope.freq_base
+  float rope_freq_scale = 1.0f;     // 1 / <arch>.rope.scaling.factor when .type = linear
+  RopeScaling rope_scaling = RopeScaling::none;
+  // NeoX rotation (pairs i, i + n_rot/2) instead of adjacent pairs: llama.cpp's
+  // rope type for the qwen family.
+  bool rope_neox = false;
+  bool attn_qkv_bias = false;  // qwen2: attn_{q,k,v}.bias
+  bool attn_qk_norm = false;   // qwen3: attn_{q,k}_norm, an RMS norm per head before rope
+
+  // Mixture of experts (0 when dense).
+  int n_expert = 0;                  // <arch>.expert_count
+  int n_expert_used = 0;             // <arch>.expert_used_count: top-k per token
+  int expert_ffn_dim = 0;            // <arch>.expert_feed_forward_length
+  bool expert_weights_norm = false;  // renormalise the top-k router weights to sum 1
+
+  std::string name;  // general.name
+
+  int q_dim() const { return n_heads * head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }
+  // The full metadata key for a per-architecture suffix ("attention.head_count").
+  std::string key(std::string_view suffix) const { return arch_name + "." + std::string(suffix); }
+  // The FFN kind of layer il (every layer of a MoE architecture routes, today).
+  FfnKind ffn_kind(int il) const {
+    (void)il;
+    return n_expert > 0 ? FfnKind::moe : FfnKind::dense;
+  }
 };
 
 // Reads and checks the metadata; throws std::runtime_error naming the file,
-// the key and what was expected ("llama.attention.head_count_kv = 5 does not
-// divide head_count = 32").
+// the key and what was expected ("qwen2.attention.head_count_kv = 5 does not
+// divide head_count = 32"), or the architecture and the supported ones.
 LlamaConfig read_llama_config(const gguf::File& f);
 
 }  // namespace epyctune::engine

@@ -11,6 +11,7 @@
 #include "engine/gguf/gguf.hpp"
 #include "engine/kernels/kernels.hpp"
 #include "engine/model/kv_cache.hpp"
+#include "engine/model/llama_impl.hpp"
 #include "engine/model/llama_weights.hpp"
 #include "engine/runtime/numa_maps.hpp"
 #include "engine/runtime/progress.hpp"
@@ -22,14 +23,6 @@ namespace {
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
-
-// One weight matrix applied to prepared activations, writing y[t * ldy + r].
-struct MatJob {
-  const Mat* m;
-  const kernels::Acts* acts;
-  float* y;
-  int64_t ldy;
-};
 
 // Touches one byte per 4 KiB page of every matrix, 2 MiB per work item, so
 // page faults (and disk reads for a cold file) happen on all pool threads.
@@ -73,35 +66,6 @@ void prefault_weights(LlamaWeights& w, runtime::ThreadPool& pool,
 }
 
 }  // namespace
-
-struct LlamaModel::Impl {
-  LlamaWeights w;
-  std::unique_ptr<KvCache> kv;
-  runtime::WeightMemory weight_copy;  // empty when weights are used from the mapping
-  // Activations, [batch][...] row-major, sized for max_batch.
-  int cap = 0;
-  std::vector<float> x, xn, q, k, v, att, gate, up, ffn_out;
-  // Prepared activations, one per weight type in use (Q/K/V may differ in Q4_K_M).
-  kernels::Acts acts_a, acts_b, acts_c;
-  struct ThreadScratch {
-    std::vector<float> keys, vals, scores;
-  };
-  std::vector<ThreadScratch> scratch;
-
-  void reserve(int b, const LlamaConfig& c) {
-    if (b <= cap) return;
-    cap = b;
-    x.resize(size_t(b) * c.dim);
-    xn.resize(size_t(b) * c.dim);
-    q.resize(size_t(b) * c.dim);
-    k.resize(size_t(b) * c.kv_dim());
-    v.resize(size_t(b) * c.kv_dim());
-    att.resize(size_t(b) * c.dim);
-    gate.resize(size_t(b) * c.ffn_dim);
-    up.resize(size_t(b) * c.ffn_dim);
-    ffn_out.resize(size_t(b) * c.dim);
-  }
-};
 
 LlamaModel::LlamaModel(runtime::ThreadPool& pool) : pool_(pool), impl_(std::make_unique<Impl>()) {}
 LlamaModel::~LlamaModel() = default;
@@ -155,6 +119,7 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::filesystem::path& path,
   const auto& c = m->cfg_;
   m->impl_->kv =
       std::make_unique<KvCache>(c.n_layers, m->n_ctx_, c.n_kv_heads, c.head_dim, opts.kv_type);
+  m->impl_->rope = std::make_unique<RopeTable>(c, w.rope_freqs);
   m->max_batch_ = std::max(1, opts.max_batch);
   m->impl_->scratch.resize(pool.size());
   m->load_.total_s = seconds_since(t0);
@@ -171,8 +136,7 @@ uint64_t LlamaModel::weight_bytes_per_pass(int k) const {
   uint64_t total = 0;
   auto& w = impl_->w;
   for (const auto& l : w.layers)
-    for (const Mat* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
-      total += m->bytes();
+    for (const Mat* m : l.matrices()) total += m->bytes();
   total += w.output.bytes();
   total += w.norm_bytes;
   total += static_cast<uint64_t>(k) * w.tok_embd.row_bytes;
@@ -236,11 +200,8 @@ void LlamaModel::forward_last(std::span<const int32_t> tokens, float* logits) {
   }
 }
 
-namespace {
+namespace detail {
 
-// Rows of several matrices in one parallel region (Q/K/V, gate/up), in
-// chunks; each output element is computed by exactly one chunk, so the split
-// never changes a result.
 void run_matmuls(runtime::ThreadPool& pool, std::initializer_list<MatJob> jobs) {
   // Each matrix starts at a multiple of kAlign rows in the row space, and so
   // does every chunk: a chunk starts a packed 16-row panel whatever the
@@ -269,9 +230,7 @@ void run_matmuls(runtime::ThreadPool& pool, std::initializer_list<MatJob> jobs) 
   });
 }
 
-// prepare_acts with the token rows spread over the pool: each row is
-// quantized on its own, so the bytes do not depend on the split (on one
-// thread, the others would wait).
+// On one thread the other workers would wait: rows are spread over the pool.
 void prepare_acts(runtime::ThreadPool& pool, GgmlType type, const float* x, int n_tokens, int64_t k,
                   kernels::Acts& out) {
   if (n_tokens < 2 || pool.size() < 2) return kernels::prepare_acts(type, x, n_tokens, k, out);
@@ -281,7 +240,7 @@ void prepare_acts(runtime::ThreadPool& pool, GgmlType type, const float* x, int 
   });
 }
 
-}  // namespace
+}  // namespace detail
 
 void LlamaModel::forward_chunk(std::span<const int32_t> tokens, float* logits, bool last_only) {
   const int B = static_cast<int>(tokens.size());
@@ -317,127 +276,6 @@ void LlamaModel::embed(std::span<const int32_t> tokens) {
   }
 }
 
-// x += wo * attention(rope(wq xn), rope(wk xn), wv xn), xn = rmsnorm(x); the
-// new keys and values go into the cache at positions pos_ .. pos_ + B - 1.
-void LlamaModel::attention_block(int il, int B) {
-  Impl& s = *impl_;
-  const auto& c = cfg_;
-  const auto& L = s.w.layers[il];
-  const int dim = c.dim, kvd = c.kv_dim(), hd = c.head_dim;
-  for (int t = 0; t < B; ++t)
-    kernels::rmsnorm(&s.xn[size_t(t) * dim], &s.x[size_t(t) * dim], L.attn_norm.data(), dim,
-                     c.norm_eps);
-  prepare_acts(pool_, L.wq.type, s.xn.data(), B, dim, s.acts_a);
-  const kernels::Acts* ak = &s.acts_a;
-  const kernels::Acts* av = &s.acts_a;
-  if (L.wk.type != L.wq.type) {
-    prepare_acts(pool_, L.wk.type, s.xn.data(), B, dim, s.acts_b);
-    ak = &s.acts_b;
-  }
-  if (L.wv.type != L.wq.type) {
-    if (L.wv.type == L.wk.type) {
-      av = ak;
-    } else {
-      prepare_acts(pool_, L.wv.type, s.xn.data(), B, dim, s.acts_c);
-      av = &s.acts_c;
-    }
-  }
-  run_matmuls(pool_, {{&L.wq, &s.acts_a, s.q.data(), dim},
-                      {&L.wk, ak, s.k.data(), kvd},
-                      {&L.wv, av, s.v.data(), kvd}});
-  for (int t = 0; t < B; ++t) {
-    const int p = pos_ + t;
-    for (int h = 0; h < c.n_heads; ++h)
-      kernels::rope(&s.q[size_t(t) * dim + size_t(h) * hd], hd, c.n_rot, p, c.rope_freq_base,
-                    c.rope_freq_scale, false);
-    for (int h = 0; h < c.n_kv_heads; ++h)
-      kernels::rope(&s.k[size_t(t) * kvd + size_t(h) * hd], hd, c.n_rot, p, c.rope_freq_base,
-                    c.rope_freq_scale, false);
-    s.kv->store(il, p, &s.k[size_t(t) * kvd], &s.v[size_t(t) * kvd]);
-  }
-  attend_cached(il, B);
-  prepare_acts(pool_, L.wo.type, s.att.data(), B, dim, s.acts_a);
-  run_matmuls(pool_, {{&L.wo, &s.acts_a, s.ffn_out.data(), dim}});
-  // Element-wise ops run per token row so each row takes the same code path
-  // (vector body vs tail) whatever the batch size.
-  for (int t = 0; t < B; ++t) kernels::add(&s.x[size_t(t) * dim], &s.ffn_out[size_t(t) * dim], dim);
-}
-
-// att = softmax(q k^T * scale) v per query head, causal, over layer il's cache.
-void LlamaModel::attend_cached(int il, int B) {
-  Impl& s = *impl_;
-  const auto& c = cfg_;
-  const int dim = c.dim, hd = c.head_dim;
-  const int group = c.n_heads / c.n_kv_heads;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  // One work item per (kv head, run of tokens): the head's keys and values
-  // are converted once for the run's last token and serve every token of
-  // the run and the `group` query heads that share them (per token, an
-  // 8-token verify would convert them 8 times). Runs are the whole batch
-  // unless that leaves fewer than ~4 items per thread.
-  const int run = std::clamp(B * c.n_kv_heads / (4 * pool_.size()), 1, B);
-  const int runs = (B + run - 1) / run;
-  pool_.parallel_for(int64_t(runs) * c.n_kv_heads, 1, [&](int64_t b, int64_t e, int tid) {
-    auto& ts = s.scratch[tid];
-    for (int64_t item = b; item < e; ++item) {
-      const int g = static_cast<int>(item % c.n_kv_heads);
-      const int t0 = static_cast<int>(item / c.n_kv_heads) * run;
-      const int t1 = std::min(B, t0 + run);
-      const int n_max = pos_ + t1;  // the run's last token sees positions 0 .. pos_ + t1 - 1
-      if (ts.scores.size() < size_t(n_max)) {
-        // Grow geometrically up to n_ctx: long contexts pay for what they use.
-        size_t cap = std::min<size_t>(n_ctx_, std::max<size_t>(n_max, ts.scores.size() * 2));
-        ts.keys.resize(cap * hd);
-        ts.vals.resize(cap * hd);
-        ts.scores.resize(cap);
-      }
-      s.kv->load_k(il, g, 0, n_max, ts.keys.data());
-      s.kv->load_v(il, g, 0, n_max, ts.vals.data());
-      for (int t = t0; t < t1; ++t) {
-        const int n = pos_ + t + 1;  // causal: positions 0 .. pos_ + t
-        for (int h = g * group; h < (g + 1) * group; ++h)
-          kernels::attend(&s.q[size_t(t) * dim + size_t(h) * hd], ts.keys.data(), ts.vals.data(), n,
-                          hd, scale, ts.scores.data(), &s.att[size_t(t) * dim + size_t(h) * hd]);
-      }
-    }
-  });
-}
-
-// x += w_down (silu(w_gate xn) * (w_up xn)), xn = rmsnorm(x): SwiGLU.
-void LlamaModel::ffn_block(int il, int B) {
-  Impl& s = *impl_;
-  const auto& c = cfg_;
-  const auto& L = s.w.layers[il];
-  const int dim = c.dim, ffn = c.ffn_dim;
-  for (int t = 0; t < B; ++t)
-    kernels::rmsnorm(&s.xn[size_t(t) * dim], &s.x[size_t(t) * dim], L.ffn_norm.data(), dim,
-                     c.norm_eps);
-  prepare_acts(pool_, L.w_gate.type, s.xn.data(), B, dim, s.acts_a);
-  const kernels::Acts* au = &s.acts_a;
-  if (L.w_up.type != L.w_gate.type) {
-    prepare_acts(pool_, L.w_up.type, s.xn.data(), B, dim, s.acts_b);
-    au = &s.acts_b;
-  }
-  run_matmuls(pool_, {{&L.w_gate, &s.acts_a, s.gate.data(), ffn}, {&L.w_up, au, s.up.data(), ffn}});
-  {
-    // An exp per element: worth spreading over the pool. Pieces of a token
-    // row start at multiples of 64, and the op is elementwise, so the split
-    // changes no result.
-    const int64_t piece = std::max<int64_t>(64, (ffn / (2 * pool_.size()) + 63) / 64 * 64);
-    const int64_t per_row = (ffn + piece - 1) / piece;
-    pool_.parallel_for(B * per_row, 1, [&](int64_t b, int64_t e, int) {
-      for (int64_t item = b; item < e; ++item) {
-        const int64_t from = item % per_row * piece;  // within the token's row
-        const size_t at = size_t(item / per_row) * ffn + size_t(from);
-        kernels::silu_mul(&s.gate[at], &s.up[at], std::min<int64_t>(piece, ffn - from));
-      }
-    });
-  }
-  prepare_acts(pool_, L.w_down.type, s.gate.data(), B, ffn, s.acts_a);
-  run_matmuls(pool_, {{&L.w_down, &s.acts_a, s.ffn_out.data(), dim}});
-  for (int t = 0; t < B; ++t) kernels::add(&s.x[size_t(t) * dim], &s.ffn_out[size_t(t) * dim], dim);
-}
-
 // logits = output * rmsnorm(x) for every token, or only the last (prefill).
 void LlamaModel::output_head(int B, float* logits, bool last_only) {
   Impl& s = *impl_;
@@ -448,8 +286,8 @@ void LlamaModel::output_head(int B, float* logits, bool last_only) {
   for (int t = first; t < B; ++t)
     kernels::rmsnorm(&s.xn[size_t(t - first) * dim], &s.x[size_t(t) * dim], s.w.output_norm.data(),
                      dim, c.norm_eps);
-  prepare_acts(pool_, s.w.output.type, s.xn.data(), nout, dim, s.acts_a);
-  run_matmuls(pool_, {{&s.w.output, &s.acts_a, logits, c.n_vocab}});
+  detail::prepare_acts(pool_, s.w.output.type, s.xn.data(), nout, dim, s.acts_a);
+  detail::run_matmuls(pool_, {{&s.w.output, &s.acts_a, logits, c.n_vocab}});
 }
 
 }  // namespace epyctune::engine

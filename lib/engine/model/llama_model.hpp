@@ -1,4 +1,5 @@
-// A llama-family model (RMSNorm, RoPE, GQA, SwiGLU) over a GGUF file.
+// A llama-family model (RMSNorm, RoPE, GQA, SwiGLU) over a GGUF file: llama
+// (with Llama 3.1's rope scaling), qwen2 (QKV biases), qwen3 (Q/K norms).
 //
 // Weights are used in place from the file mapping (or from a hugepage /
 // NUMA-placed copy). forward() runs K tokens through every weight matrix once
@@ -112,6 +113,8 @@ class LlamaModel : public CausalLM {
   // forward_chunk's steps, on the B tokens' activation rows in impl_.
   void embed(std::span<const int32_t> tokens);
   void attention_block(int il, int B);
+  void project_qkv(int il, int B);
+  void finish_qkv(int il, float* q, float* k, float* v, int p);
   void attend_cached(int il, int B);
   void ffn_block(int il, int B);
   void output_head(int B, float* logits, bool last_only);

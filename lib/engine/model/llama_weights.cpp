@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
+#include <set>
 #include <stdexcept>
 
 #include "engine/gguf/gguf.hpp"
@@ -37,16 +39,18 @@ bool is_matmul_type(GgmlType t) {
 struct Binder {
   const gguf::File& f;
   const LlamaConfig& cfg;
+  std::set<std::string> used;  // every tensor bound, to reject the others
 
   [[noreturn]] void fail(const std::string& msg) const {
     throw std::runtime_error(fmt::format("{}: {}", f.path(), msg));
   }
 
-  const gguf::TensorInfo& find(const std::string& name) const {
+  const gguf::TensorInfo& find(const std::string& name) {
     const auto* t = f.tensor(name);
     if (!t)
-      fail(fmt::format("tensor '{}' is missing (a llama model with block_count = {} needs it)",
-                       name, cfg.n_layers));
+      fail(fmt::format("tensor '{}' is missing (a {} model with block_count = {} needs it)", name,
+                       cfg.arch_name, cfg.n_layers));
+    used.insert(name);
     return *t;
   }
 
@@ -60,7 +64,7 @@ struct Binder {
                        t.name, t.ne[0], t.ne[1], t.ne[2], t.ne[3], dims, ne0, ne1, what));
   }
 
-  Mat mat(const std::string& name, int64_t cols, int64_t rows, const char* what) const {
+  Mat mat(const std::string& name, int64_t cols, int64_t rows, const char* what) {
     const auto& t = find(name);
     check_shape(t, cols, rows, what);
     if (!is_matmul_type(t.type))
@@ -82,31 +86,101 @@ struct Binder {
     return m;
   }
 
-  std::vector<float> norm(const std::string& name, uint64_t& bytes) const {
+  // A small 1-D tensor (norm weights, biases, rope factors), dequantized.
+  std::vector<float> vec(const std::string& name, int64_t n, const char* what, uint64_t& bytes) {
     const auto& t = find(name);
-    check_shape(t, cfg.dim, 1, "embedding_length");
+    check_shape(t, n, 1, what);
     if (t.type != GgmlType::F32 && t.type != GgmlType::F16 && t.type != GgmlType::BF16)
-      fail(fmt::format("tensor '{}': norm weights must be f32, f16 or bf16, found {}", name,
+      fail(fmt::format("tensor '{}': must be f32, f16 or bf16, found {}", name,
                        traits(t.type).name));
-    std::vector<float> out(cfg.dim);
-    kernels::dequantize_row(t.type, t.data, out.data(), cfg.dim);
+    std::vector<float> out(n);
+    kernels::dequantize_row(t.type, t.data, out.data(), n);
     bytes += t.nbytes;
     return out;
   }
+  std::vector<float> norm(const std::string& name, uint64_t& bytes) {
+    return vec(name, cfg.dim, "embedding_length", bytes);
+  }
+
+  // Tensors nothing bound would be silently ignored: an error instead.
+  void check_all_used() const {
+    for (const auto& t : f.tensors())
+      if (!used.count(t.name))
+        fail(
+            fmt::format("tensor '{}' is not used by a {} model: the engine does not implement it "
+                        "(supported: token_embd, output_norm, output, rope_freqs and blk.N.{{{}}})",
+                        t.name, cfg.arch_name, layer_tensor_names(cfg)));
+  }
+
+  static std::string layer_tensor_names(const LlamaConfig& c) {
+    std::string s = "attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm";
+    if (c.attn_qkv_bias) s += ", attn_q.bias, attn_k.bias, attn_v.bias";
+    if (c.attn_qk_norm) s += ", attn_q_norm, attn_k_norm";
+    s +=
+        c.n_expert > 0 ? ", ffn_gate_inp, ffn_{gate,up,down}_exps" : ", ffn_gate, ffn_up, ffn_down";
+    return s;
+  }
 };
 
+void bind_attention(Binder& b, int i, LayerWeights& l, uint64_t& nb) {
+  const LlamaConfig& c = b.cfg;
+  auto n = [i](const char* s, const char* kind = "weight") {
+    return fmt::format("blk.{}.{}.{}", i, s, kind);
+  };
+  l.attn_norm = b.norm(n("attn_norm"), nb);
+  l.wq = b.mat(n("attn_q"), c.dim, c.q_dim(), "embedding_length x head_count*head_dim");
+  l.wk = b.mat(n("attn_k"), c.dim, c.kv_dim(), "embedding_length x head_count_kv*head_dim");
+  l.wv = b.mat(n("attn_v"), c.dim, c.kv_dim(), "embedding_length x head_count_kv*head_dim");
+  l.wo = b.mat(n("attn_output"), c.q_dim(), c.dim, "head_count*head_dim x embedding_length");
+  if (c.attn_qkv_bias) {
+    l.bq = b.vec(n("attn_q", "bias"), c.q_dim(), "head_count*head_dim", nb);
+    l.bk = b.vec(n("attn_k", "bias"), c.kv_dim(), "head_count_kv*head_dim", nb);
+    l.bv = b.vec(n("attn_v", "bias"), c.kv_dim(), "head_count_kv*head_dim", nb);
+  }
+  if (c.attn_qk_norm) {
+    l.q_norm = b.vec(n("attn_q_norm"), c.head_dim, "key_length", nb);
+    l.k_norm = b.vec(n("attn_k_norm"), c.head_dim, "key_length", nb);
+  }
+}
+
+void bind_ffn(Binder& b, int i, LayerWeights& l, uint64_t& nb) {
+  const LlamaConfig& c = b.cfg;
+  auto n = [i](const char* s) { return fmt::format("blk.{}.{}.weight", i, s); };
+  l.ffn_norm = b.norm(n("ffn_norm"), nb);
+  l.ffn_kind = c.ffn_kind(i);
+  if (l.ffn_kind == FfnKind::moe)
+    b.fail(fmt::format("layer {}: mixture-of-experts layers are not implemented yet ({})", i,
+                       c.arch_name));
+  l.w_gate = b.mat(n("ffn_gate"), c.dim, c.ffn_dim, "embedding_length x feed_forward_length");
+  l.w_up = b.mat(n("ffn_up"), c.dim, c.ffn_dim, "embedding_length x feed_forward_length");
+  l.w_down = b.mat(n("ffn_down"), c.ffn_dim, c.dim, "feed_forward_length x embedding_length");
+}
+
 }  // namespace
+
+std::vector<Mat*> LayerWeights::matrices() {
+  std::vector<Mat*> out{&wq, &wk, &wv, &wo};
+  if (ffn_kind == FfnKind::dense)
+    for (Mat* m : {&w_gate, &w_up, &w_down}) out.push_back(m);
+  return out;
+}
+
+std::vector<const Mat*> LayerWeights::matrices() const {
+  std::vector<const Mat*> out;
+  for (Mat* m : const_cast<LayerWeights*>(this)->matrices()) out.push_back(m);
+  return out;
+}
 
 std::vector<Mat*> LlamaWeights::matrices() {
   std::vector<Mat*> out{&tok_embd};
   for (auto& l : layers)
-    for (Mat* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) out.push_back(m);
+    for (Mat* m : l.matrices()) out.push_back(m);
   if (!tied_output) out.push_back(&output);
   return out;
 }
 
 LlamaWeights bind_weights(const gguf::File& f, const LlamaConfig& c) {
-  Binder b{f, c};
+  Binder b{f, c, {}};
   LlamaWeights w;
   w.tok_embd = b.mat("token_embd.weight", c.dim, c.n_vocab, "embedding_length x vocab");
   w.output_norm = b.norm("output_norm.weight", w.norm_bytes);
@@ -116,20 +190,18 @@ LlamaWeights bind_weights(const gguf::File& f, const LlamaConfig& c) {
     w.output = w.tok_embd;
     w.tied_output = true;
   }
+  if (c.rope_scaling == RopeScaling::llama3)
+    w.rope_freqs =
+        b.vec("rope_freqs.weight", c.n_rot / 2, "rope.dimension_count / 2", w.norm_bytes);
+  for (float v : w.rope_freqs)
+    if (!(v > 0) || !std::isfinite(v))
+      b.fail(fmt::format("tensor 'rope_freqs.weight': factor {} is not a positive number", v));
   w.layers.resize(c.n_layers);
   for (int i = 0; i < c.n_layers; ++i) {
-    auto n = [i](const char* s) { return fmt::format("blk.{}.{}.weight", i, s); };
-    auto& l = w.layers[i];
-    l.attn_norm = b.norm(n("attn_norm"), w.norm_bytes);
-    l.ffn_norm = b.norm(n("ffn_norm"), w.norm_bytes);
-    l.wq = b.mat(n("attn_q"), c.dim, c.dim, "embedding_length x embedding_length");
-    l.wk = b.mat(n("attn_k"), c.dim, c.kv_dim(), "embedding_length x head_count_kv*head_dim");
-    l.wv = b.mat(n("attn_v"), c.dim, c.kv_dim(), "embedding_length x head_count_kv*head_dim");
-    l.wo = b.mat(n("attn_output"), c.dim, c.dim, "embedding_length x embedding_length");
-    l.w_gate = b.mat(n("ffn_gate"), c.dim, c.ffn_dim, "embedding_length x feed_forward_length");
-    l.w_up = b.mat(n("ffn_up"), c.dim, c.ffn_dim, "embedding_length x feed_forward_length");
-    l.w_down = b.mat(n("ffn_down"), c.ffn_dim, c.dim, "feed_forward_length x embedding_length");
+    bind_attention(b, i, w.layers[i], w.norm_bytes);
+    bind_ffn(b, i, w.layers[i], w.norm_bytes);
   }
+  b.check_all_used();
   return w;
 }
 
@@ -165,9 +237,7 @@ CopyLayout layout_copy(LlamaWeights& w) {
   L.items.push_back({&w.tok_embd, 0, 0});
   if (!w.tied_output) L.items.push_back({&w.output, 0, 0});
   for (int i = 0; i < n_layers; ++i) {
-    auto& l = w.layers[i];
-    for (Mat* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
-      L.items.push_back({m, i + 1, 0});
+    for (Mat* m : w.layers[i].matrices()) L.items.push_back({m, i + 1, 0});
   }
   L.extent.resize(n_layers + 1);
   size_t off = 0;

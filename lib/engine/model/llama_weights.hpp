@@ -35,7 +35,15 @@ struct Mat {
 
 struct LayerWeights {
   std::vector<float> attn_norm, ffn_norm;  // dequantized at load (tiny)
-  Mat wq, wk, wv, wo, w_gate, w_up, w_down;
+  Mat wq, wk, wv, wo;
+  std::vector<float> bq, bk, bv;      // attn_{q,k,v}.bias (qwen2); empty when absent
+  std::vector<float> q_norm, k_norm;  // attn_{q,k}_norm, head_dim each (qwen3); empty when absent
+  FfnKind ffn_kind = FfnKind::dense;
+  Mat w_gate, w_up, w_down;  // FfnKind::dense
+
+  // This layer's matrices, in the order they are laid out in a weight copy.
+  std::vector<Mat*> matrices();
+  std::vector<const Mat*> matrices() const;
 };
 
 struct LlamaWeights {
@@ -43,6 +51,9 @@ struct LlamaWeights {
   Mat output;  // == tok_embd (same data) when the head is tied
   bool tied_output = false;
   std::vector<float> output_norm;
+  // rope_freqs.weight (n_rot / 2 divisors of the rope angles, Llama 3.1+);
+  // empty when absent.
+  std::vector<float> rope_freqs;
   std::vector<LayerWeights> layers;
   uint64_t norm_bytes = 0;  // bytes of the norm tensors as stored in the file
 

@@ -1,0 +1,126 @@
+// The attention block: Q/K/V projections (with qwen2's biases), qwen3's
+// per-head Q/K norms, rope, the KV cache, and causal GQA attention.
+#include <algorithm>
+#include <cmath>
+
+#include "engine/kernels/kernels.hpp"
+#include "engine/model/llama_impl.hpp"
+#include "engine/runtime/thread_pool.hpp"
+
+namespace epyctune::engine {
+
+// q, k, v = wq xn, wk xn, wv xn for the B token rows of xn.
+void LlamaModel::project_qkv(int il, int B) {
+  Impl& s = *impl_;
+  const auto& c = cfg_;
+  const auto& L = s.w.layers[il];
+  const int dim = c.dim;
+  detail::prepare_acts(pool_, L.wq.type, s.xn.data(), B, dim, s.acts_a);
+  const kernels::Acts* ak = &s.acts_a;
+  const kernels::Acts* av = &s.acts_a;
+  if (L.wk.type != L.wq.type) {
+    detail::prepare_acts(pool_, L.wk.type, s.xn.data(), B, dim, s.acts_b);
+    ak = &s.acts_b;
+  }
+  if (L.wv.type != L.wq.type) {
+    if (L.wv.type == L.wk.type) {
+      av = ak;
+    } else {
+      detail::prepare_acts(pool_, L.wv.type, s.xn.data(), B, dim, s.acts_c);
+      av = &s.acts_c;
+    }
+  }
+  detail::run_matmuls(pool_, {{&L.wq, &s.acts_a, s.q.data(), c.q_dim()},
+                              {&L.wk, ak, s.k.data(), c.kv_dim()},
+                              {&L.wv, av, s.v.data(), c.kv_dim()}});
+}
+
+// One token's q, k, v rows after the projections: biases (qwen2), per-head
+// RMS norms (qwen3), then rope at position p.
+void LlamaModel::finish_qkv(int il, float* q, float* k, float* v, int p) {
+  Impl& s = *impl_;
+  const auto& c = cfg_;
+  const auto& L = s.w.layers[il];
+  const int hd = c.head_dim;
+  if (!L.bq.empty()) {
+    kernels::add(q, L.bq.data(), c.q_dim());
+    kernels::add(k, L.bk.data(), c.kv_dim());
+    kernels::add(v, L.bv.data(), c.kv_dim());
+  }
+  if (!L.q_norm.empty()) {
+    for (int h = 0; h < c.n_heads; ++h)
+      kernels::rmsnorm(q + size_t(h) * hd, q + size_t(h) * hd, L.q_norm.data(), hd, c.norm_eps);
+    for (int h = 0; h < c.n_kv_heads; ++h)
+      kernels::rmsnorm(k + size_t(h) * hd, k + size_t(h) * hd, L.k_norm.data(), hd, c.norm_eps);
+  }
+  s.rope->apply(q, c.n_heads, p);
+  s.rope->apply(k, c.n_kv_heads, p);
+}
+
+// x += wo * attention(rope(q), rope(k), v), from xn = rmsnorm(x); the new
+// keys and values go into the cache at positions pos_ .. pos_ + B - 1.
+void LlamaModel::attention_block(int il, int B) {
+  Impl& s = *impl_;
+  const auto& c = cfg_;
+  const auto& L = s.w.layers[il];
+  const int dim = c.dim, qd = c.q_dim(), kvd = c.kv_dim();
+  for (int t = 0; t < B; ++t)
+    kernels::rmsnorm(&s.xn[size_t(t) * dim], &s.x[size_t(t) * dim], L.attn_norm.data(), dim,
+                     c.norm_eps);
+  project_qkv(il, B);
+  for (int t = 0; t < B; ++t) {
+    const int p = pos_ + t;
+    float* k = &s.k[size_t(t) * kvd];
+    float* v = &s.v[size_t(t) * kvd];
+    finish_qkv(il, &s.q[size_t(t) * qd], k, v, p);
+    s.kv->store(il, p, k, v);
+  }
+  attend_cached(il, B);
+  detail::prepare_acts(pool_, L.wo.type, s.att.data(), B, qd, s.acts_a);
+  detail::run_matmuls(pool_, {{&L.wo, &s.acts_a, s.ffn_out.data(), dim}});
+  // Element-wise ops run per token row so each row takes the same code path
+  // (vector body vs tail) whatever the batch size.
+  for (int t = 0; t < B; ++t) kernels::add(&s.x[size_t(t) * dim], &s.ffn_out[size_t(t) * dim], dim);
+}
+
+// att = softmax(q k^T * scale) v per query head, causal, over layer il's cache.
+void LlamaModel::attend_cached(int il, int B) {
+  Impl& s = *impl_;
+  const auto& c = cfg_;
+  const int qd = c.q_dim(), hd = c.head_dim;
+  const int group = c.n_heads / c.n_kv_heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  // One work item per (kv head, run of tokens): the head's keys and values
+  // are converted once for the run's last token and serve every token of
+  // the run and the `group` query heads that share them (per token, an
+  // 8-token verify would convert them 8 times). Runs are the whole batch
+  // unless that leaves fewer than ~4 items per thread.
+  const int run = std::clamp(B * c.n_kv_heads / (4 * pool_.size()), 1, B);
+  const int runs = (B + run - 1) / run;
+  pool_.parallel_for(int64_t(runs) * c.n_kv_heads, 1, [&](int64_t b, int64_t e, int tid) {
+    auto& ts = s.scratch[tid];
+    for (int64_t item = b; item < e; ++item) {
+      const int g = static_cast<int>(item % c.n_kv_heads);
+      const int t0 = static_cast<int>(item / c.n_kv_heads) * run;
+      const int t1 = std::min(B, t0 + run);
+      const int n_max = pos_ + t1;  // the run's last token sees positions 0 .. pos_ + t1 - 1
+      if (ts.scores.size() < size_t(n_max)) {
+        // Grow geometrically up to n_ctx: long contexts pay for what they use.
+        size_t cap = std::min<size_t>(n_ctx_, std::max<size_t>(n_max, ts.scores.size() * 2));
+        ts.keys.resize(cap * hd);
+        ts.vals.resize(cap * hd);
+        ts.scores.resize(cap);
+      }
+      s.kv->load_k(il, g, 0, n_max, ts.keys.data());
+      s.kv->load_v(il, g, 0, n_max, ts.vals.data());
+      for (int t = t0; t < t1; ++t) {
+        const int n = pos_ + t + 1;  // causal: positions 0 .. pos_ + t
+        for (int h = g * group; h < (g + 1) * group; ++h)
+          kernels::attend(&s.q[size_t(t) * qd + size_t(h) * hd], ts.keys.data(), ts.vals.data(), n,
+                          hd, scale, ts.scores.data(), &s.att[size_t(t) * qd + size_t(h) * hd]);
+      }
+    }
+  });
+}
+
+}  // namespace epyctune::engine
