@@ -1,4 +1,4 @@
-// The feed-forward block: a dense SwiGLU per layer (FfnKind::dense).
+// The feed-forward block: a dense SwiGLU, or a mixture of experts (moe_ffn.hpp).
 #include <algorithm>
 
 #include "engine/kernels/kernels.hpp"
@@ -7,7 +7,8 @@
 
 namespace epyctune::engine {
 
-// x += w_down (silu(w_gate xn) * (w_up xn)), xn = rmsnorm(x): SwiGLU.
+// x += w_down (silu(w_gate xn) * (w_up xn)), xn = rmsnorm(x): SwiGLU, or the
+// experts' weighted sum of it.
 void LlamaModel::ffn_block(int il, int B) {
   Impl& s = *impl_;
   const auto& c = cfg_;
@@ -16,6 +17,12 @@ void LlamaModel::ffn_block(int il, int B) {
   for (int t = 0; t < B; ++t)
     kernels::rmsnorm(&s.xn[size_t(t) * dim], &s.x[size_t(t) * dim], L.ffn_norm.data(), dim,
                      c.norm_eps);
+  if (L.ffn_kind == FfnKind::moe) {
+    s.moe.forward(L.moe, s.moe_shape, s.xn.data(), B, s.ffn_out.data(), pool_);
+    for (int t = 0; t < B; ++t)
+      kernels::add(&s.x[size_t(t) * dim], &s.ffn_out[size_t(t) * dim], dim);
+    return;
+  }
   detail::prepare_acts(pool_, L.w_gate.type, s.xn.data(), B, dim, s.acts_a);
   const kernels::Acts* au = &s.acts_a;
   if (L.w_up.type != L.w_gate.type) {

@@ -11,6 +11,7 @@
 #include "engine/model/kv_cache.hpp"
 #include "engine/model/llama_model.hpp"
 #include "engine/model/llama_weights.hpp"
+#include "engine/model/moe_ffn.hpp"
 #include "engine/model/rope.hpp"
 #include "engine/runtime/weight_memory.hpp"
 
@@ -30,6 +31,10 @@ struct LlamaModel::Impl {
     std::vector<float> keys, vals, scores;
   };
   std::vector<ThreadScratch> scratch;
+  // The mixture-of-experts layers' block (one scratch for all layers) and
+  // shape, with any --experts-per-token override applied.
+  MoeFfn moe;
+  MoeShape moe_shape;
 
   void reserve(int b, const LlamaConfig& c) {
     if (b <= cap) return;

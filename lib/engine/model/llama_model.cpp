@@ -120,23 +120,56 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::filesystem::path& path,
   m->impl_->kv =
       std::make_unique<KvCache>(c.n_layers, m->n_ctx_, c.n_kv_heads, c.head_dim, opts.kv_type);
   m->impl_->rope = std::make_unique<RopeTable>(c, w.rope_freqs);
+  m->setup_moe(opts.experts_per_token);
   m->max_batch_ = std::max(1, opts.max_batch);
   m->impl_->scratch.resize(pool.size());
   m->load_.total_s = seconds_since(t0);
   return m;
 }
 
+// The --experts-per-token override, checked against the file's experts.
+void LlamaModel::setup_moe(int experts_per_token) {
+  if (experts_per_token < 0)
+    throw std::invalid_argument(
+        fmt::format("--experts-per-token {}: must be >= 1 (0: the model's)", experts_per_token));
+  if (experts_per_token > 0 && cfg_.n_expert == 0)
+    throw std::invalid_argument(fmt::format(
+        "--experts-per-token {}: {} is a dense {} model, it has no experts to choose from",
+        experts_per_token, file_->path(), cfg_.arch_name));
+  if (experts_per_token > cfg_.n_expert)
+    throw std::invalid_argument(fmt::format("--experts-per-token {}: {} has {} experts per layer",
+                                            experts_per_token, file_->path(), cfg_.n_expert));
+  if (experts_per_token > 0) cfg_.n_expert_used = experts_per_token;
+  if (cfg_.n_expert == 0) return;
+  auto& s = impl_->moe_shape;
+  s = {cfg_.dim, cfg_.n_expert, cfg_.n_expert_used, cfg_.expert_ffn_dim, cfg_.expert_weights_norm,
+       0.0f};
+  for (const auto& l : impl_->w.layers)
+    if (l.ffn_kind == FfnKind::moe) check_moe_weights(l.moe, s);
+}
+
 GgmlType LlamaModel::weight_type() const {
   const auto& l = impl_->w.layers[0];
   // ffn_up: the bulk type (Q4_K_M keeps ffn_down and attn_v in Q6_K).
-  return l.w_up.type;
+  return l.ffn_kind == FfnKind::moe ? l.moe.up_exps.type : l.w_up.type;
 }
 
 uint64_t LlamaModel::weight_bytes_per_pass(int k) const {
   uint64_t total = 0;
   auto& w = impl_->w;
-  for (const auto& l : w.layers)
+  const double ne = cfg_.n_expert, used = cfg_.n_expert_used;
+  // Expected distinct experts of k tokens: ne * (1 - P(a token misses one)^k).
+  const double distinct = ne > 0 ? ne * (1.0 - std::pow(1.0 - used / ne, std::max(1, k))) : 0;
+  for (const auto& l : w.layers) {
     for (const Mat* m : l.matrices()) total += m->bytes();
+    if (l.ffn_kind != FfnKind::moe) continue;
+    // All experts were counted above: keep only the ones a pass reads.
+    const auto& m = l.moe;
+    const uint64_t experts = m.gate_exps.bytes() + m.up_exps.bytes() + m.down_exps.bytes();
+    total -= experts;
+    total += static_cast<uint64_t>(
+        std::llround(static_cast<double>(experts) / ne * (k <= 1 ? used : distinct)));
+  }
   total += w.output.bytes();
   total += w.norm_bytes;
   total += static_cast<uint64_t>(k) * w.tok_embd.row_bytes;

@@ -56,6 +56,10 @@ struct ModelOptions {
   // Reports the weight copy ("copy") and page-in ("page-in") in bytes, on the
   // loading thread; null: silent.
   runtime::ProgressFn progress;
+  // Experts run per token in a mixture-of-experts model, instead of the
+  // file's <arch>.expert_used_count (fewer: faster, drifting from the full
+  // output); 0 = the file's. An error for a dense model.
+  int experts_per_token = 0;
 };
 
 struct LoadReport {
@@ -97,7 +101,10 @@ class LlamaModel : public CausalLM {
   // The main weight type (that of blk.0.ffn_down.weight... the most bytes).
   GgmlType weight_type() const;
   // Weight bytes one forward() of k tokens reads: every matrix and norm once,
-  // plus k rows of token_embd.
+  // plus k rows of token_embd. Of a mixture-of-experts layer, only the router
+  // and the experts the k tokens select: exactly experts_per_token for k = 1,
+  // and for k > 1 the expected number of distinct experts when each token
+  // picks its experts independently and uniformly (routing is data-dependent).
   uint64_t weight_bytes_per_pass(int k) const;
   // Where the weight pages are (from /proc/self/numa_maps); err on failure.
   std::string placement_summary() const;
@@ -111,6 +118,7 @@ class LlamaModel : public CausalLM {
   LlamaModel(runtime::ThreadPool& pool);
   void forward_chunk(std::span<const int32_t> tokens, float* logits, bool last_only);
   // forward_chunk's steps, on the B tokens' activation rows in impl_.
+  void setup_moe(int experts_per_token);
   void embed(std::span<const int32_t> tokens);
   void attention_block(int il, int B);
   void project_qkv(int il, int B);

@@ -67,6 +67,21 @@ struct Binder {
   Mat mat(const std::string& name, int64_t cols, int64_t rows, const char* what) {
     const auto& t = find(name);
     check_shape(t, cols, rows, what);
+    return as_mat(t, cols, rows);
+  }
+
+  // n matrices of rows x cols stacked in one 3-D tensor [cols, rows, n] (the
+  // experts), as one matrix of n * rows rows.
+  Mat stacked(const std::string& name, int64_t cols, int64_t rows, int64_t n, const char* what) {
+    const auto& t = find(name);
+    if (t.ne[0] != cols || t.ne[1] != rows || t.ne[2] != n || t.ne[3] != 1)
+      fail(fmt::format("tensor '{}': shape [{}, {}, {}, {}], expected [{}, {}, {}] ({})", t.name,
+                       t.ne[0], t.ne[1], t.ne[2], t.ne[3], cols, rows, n, what));
+    return as_mat(t, cols, rows * n);
+  }
+
+  Mat as_mat(const gguf::TensorInfo& t, int64_t cols, int64_t rows) const {
+    const std::string& name = t.name;
     if (!is_matmul_type(t.type))
       fail(fmt::format("tensor '{}': type {} cannot be used as a weight matrix", name,
                        traits(t.type).name));
@@ -148,9 +163,18 @@ void bind_ffn(Binder& b, int i, LayerWeights& l, uint64_t& nb) {
   auto n = [i](const char* s) { return fmt::format("blk.{}.{}.weight", i, s); };
   l.ffn_norm = b.norm(n("ffn_norm"), nb);
   l.ffn_kind = c.ffn_kind(i);
-  if (l.ffn_kind == FfnKind::moe)
-    b.fail(fmt::format("layer {}: mixture-of-experts layers are not implemented yet ({})", i,
-                       c.arch_name));
+  if (l.ffn_kind == FfnKind::moe) {
+    const int ne = c.n_expert, F = c.expert_ffn_dim;
+    auto& m = l.moe;
+    m.router = b.mat(n("ffn_gate_inp"), c.dim, ne, "embedding_length x expert_count");
+    m.gate_exps = b.stacked(n("ffn_gate_exps"), c.dim, F, ne,
+                            "embedding_length x expert_feed_forward_length x expert_count");
+    m.up_exps = b.stacked(n("ffn_up_exps"), c.dim, F, ne,
+                          "embedding_length x expert_feed_forward_length x expert_count");
+    m.down_exps = b.stacked(n("ffn_down_exps"), F, c.dim, ne,
+                            "expert_feed_forward_length x embedding_length x expert_count");
+    return;
+  }
   l.w_gate = b.mat(n("ffn_gate"), c.dim, c.ffn_dim, "embedding_length x feed_forward_length");
   l.w_up = b.mat(n("ffn_up"), c.dim, c.ffn_dim, "embedding_length x feed_forward_length");
   l.w_down = b.mat(n("ffn_down"), c.ffn_dim, c.dim, "feed_forward_length x embedding_length");
@@ -162,6 +186,8 @@ std::vector<Mat*> LayerWeights::matrices() {
   std::vector<Mat*> out{&wq, &wk, &wv, &wo};
   if (ffn_kind == FfnKind::dense)
     for (Mat* m : {&w_gate, &w_up, &w_down}) out.push_back(m);
+  else
+    for (Mat* m : {&moe.router, &moe.gate_exps, &moe.up_exps, &moe.down_exps}) out.push_back(m);
   return out;
 }
 
@@ -293,10 +319,16 @@ void bind_extents(uint8_t* base, size_t map_len, size_t page, const CopyLayout& 
 // several times slower at one token as ggml rows; it is packed, and lookups
 // unpack the row's panel.
 uint64_t choose_layouts(LlamaWeights& w, const CopyLayout& L, const CopyOptions& opts) {
+  // An expert is read as its own row range, which must start a 16-row panel.
+  std::set<const Mat*> unpackable;
+  for (const auto& l : w.layers)
+    if (l.ffn_kind == FfnKind::moe)
+      for (const Mat* m : {&l.moe.gate_exps, &l.moe.up_exps, &l.moe.down_exps})
+        if (m->rows / std::max<int64_t>(1, l.moe.router.rows) % 16 != 0) unpackable.insert(m);
   uint64_t packed = 0;
   for (const auto& it : L.items) {
     Mat& m = *it.m;
-    const bool matmul = &m != &w.tok_embd || w.tied_output;
+    const bool matmul = (&m != &w.tok_embd || w.tied_output) && !unpackable.count(&m);
     if (opts.pack && matmul && kernels::packed_layout_pays(m.type)) {
       m.layout = kernels::WeightLayout::packed16;
       packed += m.bytes();

@@ -33,6 +33,16 @@ struct Mat {
   size_t bytes() const { return row_bytes * static_cast<size_t>(rows); }
 };
 
+// A mixture-of-experts FFN's tensors (FfnKind::moe). The expert tensors
+// stack n_expert matrices along rows: expert e of ffn_gate_exps is rows
+// [e * expert_ffn, (e + 1) * expert_ffn).
+struct MoeLayerWeights {
+  Mat router;     // ffn_gate_inp: n_expert rows of dim
+  Mat gate_exps;  // ffn_gate_exps: n_expert * expert_ffn rows of dim
+  Mat up_exps;    // ffn_up_exps: the same shape
+  Mat down_exps;  // ffn_down_exps: n_expert * dim rows of expert_ffn
+};
+
 struct LayerWeights {
   std::vector<float> attn_norm, ffn_norm;  // dequantized at load (tiny)
   Mat wq, wk, wv, wo;
@@ -40,6 +50,7 @@ struct LayerWeights {
   std::vector<float> q_norm, k_norm;  // attn_{q,k}_norm, head_dim each (qwen3); empty when absent
   FfnKind ffn_kind = FfnKind::dense;
   Mat w_gate, w_up, w_down;  // FfnKind::dense
+  MoeLayerWeights moe;       // FfnKind::moe
 
   // This layer's matrices, in the order they are laid out in a weight copy.
   std::vector<Mat*> matrices();

@@ -37,13 +37,6 @@ struct MoeShape {
   float weights_scale = 0.0f;
 };
 
-struct MoeLayerWeights {
-  Mat router;     // ffn_gate_inp: n_expert rows of dim
-  Mat gate_exps;  // ffn_gate_exps: n_expert * expert_ffn rows of dim
-  Mat up_exps;    // ffn_up_exps: the same shape
-  Mat down_exps;  // ffn_down_exps: n_expert * dim rows of expert_ffn
-};
-
 // Throws std::runtime_error naming the layer's tensor whose shape or layout
 // does not fit s (a packed16 expert tensor needs expert_ffn and dim to be
 // multiples of 16, since an expert then starts a 16-row panel).
