@@ -53,6 +53,7 @@ struct BenchOptions {
   bool hugepages = false;
   bool mmap = false;
   bool no_pack = false;
+  int experts_per_token = 0;
   std::string numa = "none";
   std::string kv = "f16";
   std::string isa;
@@ -109,6 +110,7 @@ engine::ModelOptions model_options(const BenchOptions& o, int max_k) {
   mo.numa = runtime::parse_numa_policy(o.numa);
   mo.copy_weights = !o.mmap;
   mo.pack_weights = !o.no_pack;
+  mo.experts_per_token = o.experts_per_token;
   mo.shared_weights = o.launch.shared_weights;
   if (o.mmap && (o.hugepages || mo.numa != runtime::NumaPolicy::none))
     throw std::invalid_argument("--mmap uses the file mapping in place: drop --hugepages/--numa");
@@ -260,6 +262,8 @@ nlohmann::json report_json(const BenchOptions& o, const engine::LlamaModel& mode
   j["config"] = {{"name", model.config().name},
                  {"dim", model.config().dim},
                  {"layers", model.config().n_layers},
+                 {"experts", model.config().n_expert},
+                 {"experts_per_token", model.config().n_expert_used},
                  {"weight_type", std::string(traits(model.weight_type()).name)}};
   j["cpus"] = common::format_cpulist(pool.cpus());
   j["threads"] = pool.size();
@@ -454,6 +458,8 @@ void add_bench_command(CLI::App& app, GlobalOptions& global) {
                 "use the weights in place from the file mapping (no copy, no repacking)");
   cmd->add_flag("--no-pack", o->no_pack, "copy the weights but keep ggml's row layout");
   cmd->add_option("--kv", o->kv, "KV cache type: f16|f32");
+  cmd->add_option("--experts-per-token", o->experts_per_token,
+                  "MoE models: experts run per token (default: the model's expert_used_count)");
   cmd->add_option("--isa", o->isa, "force kernels: scalar|avx2|avx512|avx512vnni");
   cmd->add_option("--bw-mib", o->bw_mib, "bandwidth probe buffer (MiB)")
       ->check(CLI::Range(16, 1 << 20));

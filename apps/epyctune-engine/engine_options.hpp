@@ -31,6 +31,9 @@ inline void add_engine_options(CLI::App* cmd, engine::serving::EngineConfig& a) 
   cmd->add_option("--draft-cpus", a.draft_cpus, "Draft partition (partitioned mode)");
   cmd->add_option("--verify-cpus", a.verify_cpus, "Target partition (partitioned mode)");
   cmd->add_option("--spec-mode", a.spec_mode, "partitioned | shared | auto")->capture_default_str();
+  cmd->add_option("--experts-per-token", a.experts_per_token,
+                  "Experts run per token in a mixture-of-experts target, instead of the "
+                  "model's expert_used_count (fewer: faster, further from the full output)");
   cmd->add_flag("--mmap", a.mmap,
                 "Use the weights in place from the file mapping (no copy, no NUMA placement, no "
                 "repacking)");

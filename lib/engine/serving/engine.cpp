@@ -134,6 +134,7 @@ void Engine::load(const LoadProgress& progress) {
     mo.numa = runtime::NumaPolicy::none;
   }
   ModelOptions mo_draft = mo;
+  mo.experts_per_token = cfg_.experts_per_token;  // the target's: a draft is usually dense
   if (launch_) {
     launch_->apply_memory_policy(mo, false);
     launch_->apply_memory_policy(mo_draft, true);

@@ -35,6 +35,7 @@ struct EngineConfig {
   int draft_min = 0;
   std::string spec_mode = "auto";
   bool mmap = false;
+  int experts_per_token = 0;        // the target's MoE top-k override (0 = the file's)
   placement::LaunchOptions launch;  // launch_config empty: the engine picks CPUs
 };
 
