@@ -21,7 +21,7 @@ namespace {
 namespace eng = epyctune::engine;
 
 struct MkmodelArgs {
-  std::string out, shape = "tiny", quant = "q4_0", vocab, pair_of, cpus;
+  std::string out, shape = "tiny", quant = "q4_0", vocab, pair_of, cpus, arch;
   uint64_t seed = 1;
   double agreement = -1.0;
   double residual_decay = 1.0;
@@ -33,6 +33,7 @@ struct MkmodelArgs {
 
 int run_plain(const MkmodelArgs& a) {
   eng::ModelShape shape = eng::parse_shape(a.shape);
+  if (!a.arch.empty()) shape.arch = a.arch;
   eng::WriteOptions wo;
   wo.quant = a.quant;
   wo.fast_quant = a.fast_quant;
@@ -76,12 +77,12 @@ int run_plain(const MkmodelArgs& a) {
   eng::write_model(a.out, shape, wo);
   line.finish();
   if (a.json) {
-    std::cout << nlohmann::json{{"path", a.out},          {"shape", a.shape},
-                                {"quant", a.quant},       {"seed", a.seed},
-                                {"layers", shape.layers}, {"dim", shape.dim},
-                                {"vocab", shape.vocab},   {"params", shape.n_params()}}
-                     .dump(2)
-              << "\n";
+    std::cout
+        << nlohmann::json{{"path", a.out},    {"shape", a.shape},     {"arch", shape.arch},
+                          {"quant", a.quant}, {"seed", a.seed},       {"layers", shape.layers},
+                          {"dim", shape.dim}, {"vocab", shape.vocab}, {"params", shape.n_params()}}
+               .dump(2)
+        << "\n";
   } else {
     std::fprintf(stderr, "[mkmodel] wrote %s: %s, %s, %d layers, dim %d, vocab %d, %.1fM params\n",
                  a.out.c_str(), a.shape.c_str(), a.quant.c_str(), shape.layers, shape.dim,
@@ -137,8 +138,10 @@ void add_mkmodel_command(CLI::App& app, GlobalOptions& global) {
       "mkmodel", "Write a synthetic llama GGUF model, or a draft paired to an existing target");
   cmd->add_option("out", args->out, "Output GGUF path")->required();
   cmd->add_option("--shape", args->shape,
-                  "tiny | 1b | 7b | dim=..,layers=..,heads=..,kv_heads=..,ffn=..,vocab=..,ctx=..")
+                  "tiny | 1b | 7b | llama3.1-8b | llama3.2-1b | qwen2.5-7b | qwen2.5-0.5b | "
+                  "qwen3-8b | qwen3-0.6b, then ,key=value overrides (layers=2,vocab=8192,..)")
       ->capture_default_str();
+  cmd->add_option("--arch", args->arch, "llama | qwen2 | qwen3 (default: the shape's)");
   cmd->add_option("--quant", args->quant, "f32 f16 bf16 q8_0 q4_0 q4_k q6_k q4_k_m")
       ->capture_default_str();
   cmd->add_option("--seed", args->seed, "Weight seed")->capture_default_str();

@@ -61,7 +61,12 @@ TEST_CASE("a batch of K tokens gives bit-identical logits to K single-token pass
   };
   for (Case cs : {Case{"tiny", "q4_0", GgmlType::F16}, Case{"tiny", "q8_0", GgmlType::F32},
                   Case{"tiny", "f16", GgmlType::F16}, Case{kKShape, "q4_k_m", GgmlType::F16},
-                  Case{kKShape, "q4_k", GgmlType::F32}}) {
+                  Case{kKShape, "q4_k", GgmlType::F32},
+                  // Every architecture's extra parts: biases, per-head Q/K norms with
+                  // n_heads * head_dim != dim, Llama 3.1's rope_freqs.
+                  Case{"tiny,arch=qwen2", "q8_0", GgmlType::F16},
+                  Case{"tiny,arch=qwen3,head_dim=32", "q4_0", GgmlType::F16},
+                  Case{"tiny,rope_factor=8,ctx=16384", "q8_0", GgmlType::F32}}) {
     CAPTURE(cs.shape);
     CAPTURE(cs.quant);
     auto pool = runtime::ThreadPool::unpinned(2);

@@ -11,11 +11,14 @@ using namespace epyctune::testing;
 namespace {
 
 struct Edit {
-  std::string drop_tensor;  // leave this tensor out
-  std::string reshape;      // give this tensor ne1 + 1 rows
-  std::string drop_key;     // leave this metadata key out
-  std::string key;          // set this u32 key ...
-  uint32_t value = 0;       // ... to this value
+  std::string drop_tensor;         // leave this tensor out
+  std::string reshape;             // give this tensor ne1 + 1 rows
+  std::string drop_key;            // leave this metadata key out
+  std::string key;                 // set this u32 key ...
+  uint32_t value = 0;              // ... to this value
+  std::string str_key, str_value;  // set this string key
+  std::string extra_tensor;        // add this f32 vector of extra_n zeros
+  int64_t extra_n = 0;
 };
 
 Edit drop_tensor(std::string n) {
@@ -48,6 +51,7 @@ std::filesystem::path rewrite(const TempDir& dir, const std::filesystem::path& s
   for (const auto& [k, v] : f->metadata())
     if (k != e.drop_key) w.set(k, v);
   if (!e.key.empty()) w.set_u32(e.key, e.value);
+  if (!e.str_key.empty()) w.set_string(e.str_key, e.str_value);
   std::vector<std::vector<uint8_t>> data;
   for (const auto& t : f->tensors()) {
     if (t.name == e.drop_tensor) continue;
@@ -55,6 +59,7 @@ std::filesystem::path rewrite(const TempDir& dir, const std::filesystem::path& s
     if (t.name == e.reshape) ne[1] += 1;
     w.add_tensor(t.name, t.type, ne);
   }
+  if (!e.extra_tensor.empty()) w.add_tensor(e.extra_tensor, GgmlType::F32, {e.extra_n});
   w.begin(dst);
   for (const auto& t : f->tensors()) {
     if (t.name == e.drop_tensor) continue;
@@ -62,6 +67,8 @@ std::filesystem::path rewrite(const TempDir& dir, const std::filesystem::path& s
     if (t.name == e.reshape) bytes.resize(t.nbytes + row_size(t.type, t.ne[0]), 0);
     w.write_tensor_data(t.name, bytes);
   }
+  if (!e.extra_tensor.empty())
+    w.write_tensor_data(e.extra_tensor, std::vector<uint8_t>(size_t(e.extra_n) * 4, 0));
   w.finish();
   return dst;
 }
@@ -124,4 +131,42 @@ TEST_CASE("a tied head (no output.weight) loads and uses token_embd") {
   // Same bytes per pass (the head reads a vocab x dim matrix either way), one matrix less stored.
   CHECK(m->weight_bytes_per_pass(1) == untied->weight_bytes_per_pass(1));
   CHECK(m->load_report().weight_bytes < untied->load_report().weight_bytes);
+}
+
+TEST_CASE(
+    "an unsupported architecture, key or tensor is an error naming it and what is supported") {
+  TempDir dir;
+  auto good = make_model(dir, "tiny,arch=qwen2", "q8_0");
+  Edit e;
+  e.str_key = "general.architecture";
+  e.str_value = "gpt2";
+  auto err = load_error(rewrite(dir, good, e));
+  CHECK(err.find("'gpt2' is not supported") != std::string::npos);
+  CHECK(err.find("llama, qwen2, qwen3") != std::string::npos);
+  // A key the engine does not implement (a sliding window) is not ignored.
+  err = load_error(rewrite(dir, good, set_key("qwen2.attention.sliding_window", 4096)));
+  CHECK(err.find("'qwen2.attention.sliding_window' is not supported") != std::string::npos);
+  Edit x;
+  x.extra_tensor = "blk.0.attn_output.bias";
+  x.extra_n = 64;
+  err = load_error(rewrite(dir, good, x));
+  CHECK(err.find("tensor 'blk.0.attn_output.bias' is not used by a qwen2 model") !=
+        std::string::npos);
+  // qwen2's biases are required, and a llama model has none.
+  err = load_error(rewrite(dir, good, drop_tensor("blk.1.attn_v.bias")));
+  CHECK(err.find("'blk.1.attn_v.bias' is missing (a qwen2 model") != std::string::npos);
+  auto q3 = make_model(dir, "tiny,arch=qwen3", "q8_0");
+  err = load_error(rewrite(dir, q3, drop_tensor("blk.0.attn_k_norm.weight")));
+  CHECK(err.find("'blk.0.attn_k_norm.weight' is missing (a qwen3 model") != std::string::npos);
+  // rope_freqs is read for llama only, as llama.cpp does.
+  Edit rf;
+  rf.extra_tensor = "rope_freqs.weight";
+  rf.extra_n = 8;
+  err = load_error(rewrite(dir, q3, rf));
+  CHECK(err.find("tensor 'rope_freqs.weight' is not used by a qwen3 model") != std::string::npos);
+  Edit yarn;
+  yarn.str_key = "llama.rope.scaling.type";
+  yarn.str_value = "yarn";
+  err = load_error(rewrite(dir, make_model(dir, "tiny", "q8_0"), yarn));
+  CHECK(err.find("llama.rope.scaling.type = 'yarn' is not supported") != std::string::npos);
 }

@@ -171,7 +171,9 @@ void read_rope(const Reader& r, LlamaConfig& c) {
   }
   auto scaling = r.f.get_string(r.key("rope.scaling.type"));
   auto factor = r.opt_float("rope.scaling.factor");
-  const bool has_freqs = r.f.tensor("rope_freqs.weight") != nullptr;
+  // llama.cpp reads rope_freqs for llama only; elsewhere the tensor is
+  // reported as unused.
+  const bool has_freqs = c.arch == Arch::llama && r.f.tensor("rope_freqs.weight") != nullptr;
   if (scaling && *scaling == "linear") {
     if (!factor || !(*factor >= 1))
       r.fail(fmt::format("{} = linear needs {} >= 1", r.key("rope.scaling.type"),
@@ -193,8 +195,8 @@ void read_rope(const Reader& r, LlamaConfig& c) {
     c.rope_scaling = RopeScaling::linear;
   }
   // Llama 3.1+ files carry the per-frequency divisors as a tensor (llama.cpp's
-  // converter computes them from rope_scaling in config.json); any
-  // architecture's runtime would apply them, so their presence decides.
+  // converter computes them from rope_scaling in config.json, and writes no
+  // scaling type): their presence decides.
   if (has_freqs) {
     if (c.rope_scaling == RopeScaling::linear)
       r.fail(

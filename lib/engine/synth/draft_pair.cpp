@@ -144,10 +144,10 @@ PairReport write_draft_pair(const std::filesystem::path& target_path,
   auto target = LlamaModel::load(target_path, pool);
   const gguf::File& tf = target->file();
   const LlamaConfig& c = target->config();
-  if (c.rope_freq_scale != 1.0f || c.n_rot != c.head_dim)
+  if (c.rope_scaling != RopeScaling::none || c.n_rot != c.head_dim || c.n_expert > 0)
     throw std::runtime_error(tf.path() +
-                             ": unsupported: target uses rope scaling or partial rotary "
-                             "dimensions, which mkmodel shapes cannot express");
+                             ": unsupported: target uses rope scaling, partial rotary "
+                             "dimensions or experts, which mkmodel shapes cannot express");
   if (c.n_layers < 2)
     throw std::runtime_error(tf.path() + ": target has " + std::to_string(c.n_layers) +
                              " layer(s); a smaller draft needs at least 2");
@@ -155,6 +155,8 @@ PairReport write_draft_pair(const std::filesystem::path& target_path,
 
   ModelShape shape;
   shape.name = "draft";
+  shape.arch = c.arch_name;
+  if (c.head_dim * c.n_heads != c.dim) shape.head_dim_override = c.head_dim;
   shape.dim = c.dim;
   shape.heads = c.n_heads;
   shape.kv_heads = c.n_kv_heads;

@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -56,6 +57,38 @@ uint32_t file_type_of(std::string_view quant) {
   return 0;
 }
 
+// The released models' config.json values (hidden_size, num_hidden_layers,
+// num_attention_heads, num_key_value_heads, head_dim, intermediate_size,
+// vocab_size, max_position_embeddings, rope_theta, rms_norm_eps,
+// tie_word_embeddings, rope_scaling).
+bool real_preset(std::string_view name, ModelShape& s) {
+  s.name = std::string(name);
+  if (name == "llama3.1-8b" || name == "llama3.2-1b") {
+    const bool big = name == "llama3.1-8b";
+    s.arch = "llama";
+    s.dim = big ? 4096 : 2048, s.layers = big ? 32 : 16, s.heads = 32, s.kv_heads = 8;
+    s.ffn = big ? 14336 : 8192, s.vocab = 128256, s.ctx = 131072, s.rope_base = 500000.0f;
+    s.rope_factor = big ? 8.0f : 32.0f, s.tied_output = !big;
+  } else if (name == "qwen2.5-7b") {
+    s.arch = "qwen2";
+    s.dim = 3584, s.layers = 28, s.heads = 28, s.kv_heads = 4, s.ffn = 18944, s.vocab = 152064;
+    s.ctx = 32768, s.rope_base = 1000000.0f, s.norm_eps = 1e-6f;
+  } else if (name == "qwen2.5-0.5b") {
+    s.arch = "qwen2";
+    s.dim = 896, s.layers = 24, s.heads = 14, s.kv_heads = 2, s.ffn = 4864, s.vocab = 151936;
+    s.ctx = 32768, s.rope_base = 1000000.0f, s.norm_eps = 1e-6f, s.tied_output = true;
+  } else if (name == "qwen3-8b" || name == "qwen3-0.6b") {
+    const bool big = name == "qwen3-8b";
+    s.arch = "qwen3";
+    s.dim = big ? 4096 : 1024, s.layers = big ? 36 : 28, s.heads = big ? 32 : 16;
+    s.kv_heads = 8, s.head_dim_override = 128, s.ffn = big ? 12288 : 3072, s.vocab = 151936;
+    s.ctx = 40960, s.rope_base = 1000000.0f, s.norm_eps = 1e-6f, s.tied_output = !big;
+  } else {
+    return false;
+  }
+  return true;
+}
+
 ModelShape preset(std::string_view name) {
   ModelShape s;
   if (name == "tiny") {
@@ -71,18 +104,69 @@ ModelShape preset(std::string_view name) {
     s.name = "7b";
     s.dim = 4096, s.layers = 32, s.heads = 32, s.kv_heads = 32, s.ffn = 11008, s.vocab = 32000;
     s.ctx = 4096;
-  } else {
-    throw std::invalid_argument(fmt::format("unknown shape preset '{}'", name));
+  } else if (!real_preset(name, s)) {
+    throw std::invalid_argument(fmt::format(
+        "unknown shape preset '{}' (tiny, 1b, 7b, llama3.1-8b, llama3.2-1b, qwen2.5-7b, "
+        "qwen2.5-0.5b, qwen3-8b, qwen3-0.6b)",
+        name));
   }
   return s;
+}
+
+// general.* and the <arch>.* hyper-parameters, as llama.cpp's converter names them.
+void write_hparams(gguf::Writer& w, const ModelShape& s, const WriteOptions& opts) {
+  const std::string a = s.arch + ".";
+  w.set_string("general.architecture", s.arch);
+  w.set_string("general.name",
+               opts.general_name.empty() ? "epyctune-synthetic-" + s.name : opts.general_name);
+  w.set_u32("general.file_type", file_type_of(opts.quant));
+  w.set_u32("general.quantization_version", 2);
+  w.set_u32(a + "context_length", s.ctx);
+  w.set_u32(a + "embedding_length", s.dim);
+  w.set_u32(a + "block_count", s.layers);
+  w.set_u32(a + "feed_forward_length", s.ffn);
+  w.set_u32(a + "attention.head_count", s.heads);
+  w.set_u32(a + "attention.head_count_kv", s.kv_heads);
+  if (s.head_dim_override > 0) {
+    w.set_u32(a + "attention.key_length", s.head_dim());
+    w.set_u32(a + "attention.value_length", s.head_dim());
+  }
+  w.set_f32(a + "attention.layer_norm_rms_epsilon", s.norm_eps);
+  w.set_f32(a + "rope.freq_base", s.rope_base);
+  w.set_u32(a + "rope.dimension_count", s.head_dim());
+  w.set_u32(a + "vocab_size", s.vocab);
 }
 
 }  // namespace
 
 uint64_t ModelShape::n_params() const {
-  uint64_t d = dim, kv = uint64_t(kv_heads) * head_dim();
-  uint64_t per_layer = d * d * 2 + d * kv * 2 + d * uint64_t(ffn) * 3 + 2 * d;
+  uint64_t d = dim, q = q_dim(), kv = kv_dim();
+  uint64_t per_layer = d * q * 2 + d * kv * 2 + d * uint64_t(ffn) * 3 + 2 * d;
+  if (arch == "qwen2") per_layer += q + 2 * kv;
+  if (arch == "qwen3") per_layer += 2 * uint64_t(head_dim());
   return uint64_t(vocab) * d * (tied_output ? 1 : 2) + d + per_layer * layers;
+}
+
+std::vector<float> llama3_rope_freqs(const ModelShape& s) {
+  const int half = s.head_dim() / 2;
+  std::vector<float> out(half, 1.0f);
+  if (s.rope_factor <= 0) return out;
+  const double low_wavelen = s.rope_orig_ctx / s.rope_low_freq;
+  const double high_wavelen = s.rope_orig_ctx / s.rope_high_freq;
+  for (int i = 0; i < half; ++i) {
+    const double freq = std::pow(double(s.rope_base), -2.0 * i / s.head_dim());
+    const double wavelen = 2.0 * M_PI / freq;
+    double f = 1.0;  // short wavelengths keep their angle
+    if (wavelen > low_wavelen) {
+      f = s.rope_factor;  // long ones are stretched by the whole factor
+    } else if (wavelen >= high_wavelen) {
+      const double smooth =
+          (s.rope_orig_ctx / wavelen - s.rope_low_freq) / (s.rope_high_freq - s.rope_low_freq);
+      f = 1.0 / ((1.0 - smooth) / s.rope_factor + smooth);
+    }
+    out[i] = static_cast<float>(f);
+  }
+  return out;
 }
 
 void validate_shape(const ModelShape& s) {
@@ -97,7 +181,12 @@ void validate_shape(const ModelShape& s) {
                       {"vocab", s.vocab},
                       {"ctx", s.ctx}})
     if (v <= 0) bad(fmt::format("{} = {} must be > 0", k, v));
-  if (s.dim % s.heads) bad(fmt::format("dim {} is not a multiple of heads {}", s.dim, s.heads));
+  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3")
+    bad(fmt::format("arch '{}' is not one mkmodel writes (llama, qwen2, qwen3)", s.arch));
+  if (s.rope_factor > 0 && s.arch != "llama")
+    bad(fmt::format("rope_factor (Llama 3.1's rope_freqs) is a llama feature, not {}'s", s.arch));
+  if (s.head_dim_override <= 0 && s.dim % s.heads)
+    bad(fmt::format("dim {} is not a multiple of heads {} (or set head_dim)", s.dim, s.heads));
   if (s.heads % s.kv_heads)
     bad(fmt::format("kv_heads {} does not divide heads {}", s.kv_heads, s.heads));
   if (s.head_dim() % 2) bad(fmt::format("head dim {} is odd (RoPE rotates pairs)", s.head_dim()));
@@ -108,9 +197,12 @@ void validate_shape(const ModelShape& s) {
 
 ModelShape parse_shape(std::string_view spec) {
   if (spec.find('=') == std::string_view::npos) return preset(spec);
-  ModelShape s = preset("tiny");
+  const auto first = spec.substr(0, spec.find(','));
+  const bool based = first.find('=') == std::string_view::npos;
+  ModelShape s = preset(based ? first : "tiny");
   s.name = std::string(spec);
-  bool kv_set = false;
+  bool kv_set = based;  // a preset's kv_heads stays unless overridden
+  if (based) spec.remove_prefix(std::min(spec.size(), first.size() + 1));
   while (!spec.empty()) {
     auto comma = spec.find(',');
     std::string_view item = spec.substr(0, comma);
@@ -119,9 +211,13 @@ ModelShape parse_shape(std::string_view spec) {
     if (eq == std::string_view::npos)
       throw std::invalid_argument(fmt::format("shape: '{}' is not key=value", item));
     std::string_view key = item.substr(0, eq), val = item.substr(eq + 1);
-    if (key == "rope_base" || key == "eps") {
+    if (key == "rope_base" || key == "eps" || key == "rope_factor") {
       float f = std::strtof(std::string(val).c_str(), nullptr);
-      (key == "eps" ? s.norm_eps : s.rope_base) = f;
+      (key == "eps" ? s.norm_eps : key == "rope_base" ? s.rope_base : s.rope_factor) = f;
+      continue;
+    }
+    if (key == "arch") {
+      s.arch = std::string(val);
       continue;
     }
     if (key == "tied") {
@@ -146,10 +242,12 @@ ModelShape parse_shape(std::string_view spec) {
       s.vocab = v;
     else if (key == "ctx")
       s.ctx = v;
+    else if (key == "head_dim")
+      s.head_dim_override = v;
     else
       throw std::invalid_argument(fmt::format(
-          "shape: unknown key '{}' (dim, layers, heads, kv_heads, ffn, vocab, ctx, rope_base, "
-          "eps, tied)",
+          "shape: unknown key '{}' (dim, layers, heads, kv_heads, ffn, vocab, ctx, head_dim, "
+          "rope_base, rope_factor, eps, tied, arch)",
           key));
   }
   if (!kv_set) s.kv_heads = s.heads;
@@ -158,7 +256,9 @@ ModelShape parse_shape(std::string_view spec) {
 }
 
 GgmlType tensor_type_for(std::string_view quant, std::string_view name, int64_t ne0, int n_layers) {
-  if (ends_with(name, "_norm.weight")) return GgmlType::F32;
+  // Vectors stay f32, as llama.cpp's quantizer leaves them.
+  if (ends_with(name, "_norm.weight") || ends_with(name, ".bias") || name == "rope_freqs.weight")
+    return GgmlType::F32;
   GgmlType t;
   if (quant == "q4_k_m") {
     t = GgmlType::Q4_K;
@@ -188,11 +288,14 @@ TensorFiller seeded_filler(uint64_t seed, const ModelShape& shape) {
   const bool tied = shape.tied_output;
   return
       [seed, tied](std::string_view name, int64_t ne0, int64_t row0, int64_t n_rows, float* out) {
-        if (ends_with(name, "_norm.weight")) {
+        const bool qk_norm =
+            ends_with(name, "attn_q_norm.weight") || ends_with(name, "attn_k_norm.weight");
+        if (ends_with(name, "_norm.weight") && !qk_norm) {
           std::fill(out, out + ne0 * n_rows, 1.0f);
           return;
         }
         float std_dev = 1.0f / std::sqrt(static_cast<float>(ne0));
+        if (qk_norm || ends_with(name, ".bias")) std_dev = qk_norm ? 0.5f : 1.0f;
         if (name == "token_embd.weight") std_dev = tied ? 3.0f * std_dev : 1.0f;
         if (name == "output.weight") std_dev *= 3.0f;
         // Irwin-Hall: the sum of 4 uniforms minus 2 has variance 1/3.
@@ -205,7 +308,7 @@ TensorFiller seeded_filler(uint64_t seed, const ModelShape& shape) {
             uint64_t z = splitmix64(s);
             float sum = float(z & 0xffff) + float((z >> 16) & 0xffff) + float((z >> 32) & 0xffff) +
                         float(z >> 48);
-            o[i] = (sum - 131070.0f) * k;
+            o[i] = (sum - 131070.0f) * k + (qk_norm ? 1.0f : 0.0f);
           }
         }
       };
@@ -220,21 +323,7 @@ void write_model(const std::filesystem::path& path, const ModelShape& shape,
   validate_shape(shape);
   const ModelShape& s = shape;
   gguf::Writer w;
-  w.set_string("general.architecture", "llama");
-  w.set_string("general.name",
-               opts.general_name.empty() ? "epyctune-synthetic-" + s.name : opts.general_name);
-  w.set_u32("general.file_type", file_type_of(opts.quant));
-  w.set_u32("general.quantization_version", 2);
-  w.set_u32("llama.context_length", s.ctx);
-  w.set_u32("llama.embedding_length", s.dim);
-  w.set_u32("llama.block_count", s.layers);
-  w.set_u32("llama.feed_forward_length", s.ffn);
-  w.set_u32("llama.attention.head_count", s.heads);
-  w.set_u32("llama.attention.head_count_kv", s.kv_heads);
-  w.set_f32("llama.attention.layer_norm_rms_epsilon", s.norm_eps);
-  w.set_f32("llama.rope.freq_base", s.rope_base);
-  w.set_u32("llama.rope.dimension_count", s.head_dim());
-  w.set_u32("llama.vocab_size", s.vocab);
+  write_hparams(w, s, opts);
   if (opts.vocab.copy_from.empty()) {
     write_synthetic_vocab(w, s.vocab, opts.seed);
   } else {
@@ -258,17 +347,28 @@ void write_model(const std::filesystem::path& path, const ModelShape& shape,
     GgmlType t = tensor_type_for(opts.quant, name, ne0, s.layers);
     decls.push_back({std::move(name), ne0, ne1, t});
   };
-  const int64_t d = s.dim, kv = int64_t(s.kv_heads) * s.head_dim(), f = s.ffn;
+  const int64_t d = s.dim, q = s.q_dim(), kv = s.kv_dim(), f = s.ffn;
   add("token_embd.weight", d, s.vocab);
   add("output_norm.weight", d, 1);
   if (!s.tied_output) add("output.weight", d, s.vocab);
+  if (s.rope_factor > 0) add("rope_freqs.weight", s.head_dim() / 2, 1);
   for (int i = 0; i < s.layers; ++i) {
     auto n = [i](const char* x) { return fmt::format("blk.{}.{}.weight", i, x); };
+    auto bias = [i](const char* x) { return fmt::format("blk.{}.{}.bias", i, x); };
     add(n("attn_norm"), d, 1);
-    add(n("attn_q"), d, d);
+    add(n("attn_q"), d, q);
     add(n("attn_k"), d, kv);
     add(n("attn_v"), d, kv);
-    add(n("attn_output"), d, d);
+    if (s.arch == "qwen2") {
+      add(bias("attn_q"), q, 1);
+      add(bias("attn_k"), kv, 1);
+      add(bias("attn_v"), kv, 1);
+    }
+    if (s.arch == "qwen3") {
+      add(n("attn_q_norm"), s.head_dim(), 1);
+      add(n("attn_k_norm"), s.head_dim(), 1);
+    }
+    add(n("attn_output"), q, d);
     add(n("ffn_norm"), d, 1);
     add(n("ffn_gate"), d, f);
     add(n("ffn_up"), d, f);
@@ -276,7 +376,7 @@ void write_model(const std::filesystem::path& path, const ModelShape& shape,
   }
   for (const auto& t : decls) {
     std::vector<int64_t> ne{t.ne0};
-    if (t.ne1 > 1 || !ends_with(t.name, "_norm.weight")) ne.push_back(t.ne1);
+    if (t.ne1 > 1) ne.push_back(t.ne1);
     w.add_tensor(t.name, t.type, ne);
   }
   w.begin(path);
@@ -291,6 +391,12 @@ void write_model(const std::filesystem::path& path, const ModelShape& shape,
     if (opts.progress) opts.progress(t.name, static_cast<int>(ti), static_cast<int>(decls.size()));
     const size_t rb = row_size(t.type, t.ne0);
     buf.resize(rb * t.ne1);
+    if (t.name == "rope_freqs.weight") {  // derived from the shape, not seeded
+      const auto freqs = llama3_rope_freqs(s);
+      std::memcpy(buf.data(), freqs.data(), buf.size());
+      w.write_tensor_data(t.name, buf);
+      continue;
+    }
     std::exception_ptr err;
     std::mutex err_mu;
     pool.parallel_for((t.ne1 + kChunk - 1) / kChunk, 1, [&](int64_t b, int64_t e, int tid) {

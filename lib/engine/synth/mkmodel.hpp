@@ -1,4 +1,4 @@
-// Synthetic llama-architecture GGUF models with seeded weights: the test and
+// Synthetic llama / qwen2 / qwen3 GGUF models with seeded weights: the test and
 // benchmark models (no model files are ever committed).
 #pragma once
 
@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "engine/gguf/ggml_types.hpp"
 
@@ -15,6 +16,9 @@ namespace epyctune::engine {
 
 struct ModelShape {
   std::string name = "custom";
+  // general.architecture: llama, qwen2 (QKV biases, NeoX rope) or qwen3 (per-head
+  // Q/K norms, NeoX rope).
+  std::string arch = "llama";
   int dim = 64;
   int layers = 2;
   int heads = 4;
@@ -24,19 +28,36 @@ struct ModelShape {
   int ctx = 512;
   float rope_base = 10000.0f;
   float norm_eps = 1e-5f;
-  bool tied_output = false;  // no output.weight: the head reuses token_embd
+  bool tied_output = false;   // no output.weight: the head reuses token_embd
+  int head_dim_override = 0;  // attention.key_length when not dim / heads (qwen3)
+  // Llama 3.1 rope scaling (config.json's rope_scaling): > 0 writes the
+  // rope_freqs.weight tensor llama.cpp's converter computes from these.
+  float rope_factor = 0.0f;
+  float rope_low_freq = 1.0f, rope_high_freq = 4.0f;
+  int rope_orig_ctx = 8192;
 
-  int head_dim() const { return dim / heads; }
+  int head_dim() const { return head_dim_override > 0 ? head_dim_override : dim / heads; }
+  int q_dim() const { return heads * head_dim(); }
+  int kv_dim() const { return kv_heads * head_dim(); }
   // Parameters (matrices + norms + embedding (+ output)).
   uint64_t n_params() const;
 };
 
+// Llama 3.1's rope_freqs: n_rot / 2 divisors of the rope angles, as llama.cpp's
+// converter derives them from rope_scaling (factor, low/high_freq_factor,
+// original_max_position_embeddings).
+std::vector<float> llama3_rope_freqs(const ModelShape& s);
+
 // "tiny" (dim 64, 2 layers, 4 heads / 2 kv, ffn 192, vocab 512),
 // "1b" (llama-3.2-1B shape, vocab 32000, tied head),
 // "7b" (LLaMA-2-7B: dim 4096, 32 layers, 32 heads, ffn 11008, vocab 32000),
-// or "dim=..,layers=..,heads=..,kv_heads=..,ffn=..,vocab=..,ctx=.." (unset keys
-// take tiny's values; kv_heads defaults to heads). Throws std::invalid_argument
-// naming the bad key or inconsistency.
+// the real models' config.json geometry: "llama3.1-8b", "llama3.2-1b" (both
+// with rope_freqs), "qwen2.5-7b", "qwen2.5-0.5b", "qwen3-8b", "qwen3-0.6b";
+// or key=value items "dim=..,layers=..,heads=..,kv_heads=..,ffn=..,vocab=..,
+// ctx=..,head_dim=..,rope_base=..,rope_factor=..,eps=..,tied=..,arch=.."
+// after an optional preset ("qwen2.5-7b,layers=2,vocab=8192"; without one,
+// unset keys take tiny's values and kv_heads defaults to heads). Throws
+// std::invalid_argument naming the bad key or inconsistency.
 ModelShape parse_shape(std::string_view spec);
 void validate_shape(const ModelShape& s);  // throws std::invalid_argument
 
@@ -73,13 +94,15 @@ struct WriteOptions {
 // The default weights: seeded, approximately normal values (Irwin-Hall of 4
 // uniforms) with std 1/sqrt(ne0) for matrices (activations keep unit scale
 // through every layer), 3/sqrt(ne0) for the output head (logit std ~3),
-// std 1 for token_embd (3/sqrt(dim) when tied to the head), and 1 for norms.
+// std 1 for token_embd (3/sqrt(dim) when tied to the head), 1 for norms,
+// 1 +- 0.5 for qwen3's Q/K norms and std 1 for qwen2's biases (both as large
+// as what they modify, so a model that drops them decodes differently).
 // Each row is seeded from (seed, tensor name, row): any thread count gives the
 // same file.
 TensorFiller seeded_filler(uint64_t seed, const ModelShape& shape);
 TensorFiller seeded_filler(uint64_t seed);  // for an untied shape
 
-// Writes a llama-architecture GGUF v3 file, streaming tensor by tensor (peak
+// Writes a GGUF v3 file of shape.arch, streaming tensor by tensor (peak
 // memory ~ one quantised tensor + a chunk of f32 rows per thread).
 void write_model(const std::filesystem::path& path, const ModelShape& shape,
                  const WriteOptions& opts);
