@@ -83,6 +83,11 @@ bool real_preset(std::string_view name, ModelShape& s) {
     s.dim = big ? 4096 : 1024, s.layers = big ? 36 : 28, s.heads = big ? 32 : 16;
     s.kv_heads = 8, s.head_dim_override = 128, s.ffn = big ? 12288 : 3072, s.vocab = 151936;
     s.ctx = 40960, s.rope_base = 1000000.0f, s.norm_eps = 1e-6f, s.tied_output = !big;
+  } else if (name == "qwen3-30b-a3b") {
+    s.arch = "qwen3moe";
+    s.dim = 2048, s.layers = 48, s.heads = 32, s.kv_heads = 4, s.head_dim_override = 128;
+    s.ffn = 6144, s.experts = 128, s.experts_used = 8, s.expert_ffn = 768, s.vocab = 151936;
+    s.ctx = 40960, s.rope_base = 1000000.0f, s.norm_eps = 1e-6f;
   } else {
     return false;
   }
@@ -107,7 +112,7 @@ ModelShape preset(std::string_view name) {
   } else if (!real_preset(name, s)) {
     throw std::invalid_argument(fmt::format(
         "unknown shape preset '{}' (tiny, 1b, 7b, llama3.1-8b, llama3.2-1b, qwen2.5-7b, "
-        "qwen2.5-0.5b, qwen3-8b, qwen3-0.6b)",
+        "qwen2.5-0.5b, qwen3-8b, qwen3-0.6b, qwen3-30b-a3b)",
         name));
   }
   return s;
@@ -135,15 +140,22 @@ void write_hparams(gguf::Writer& w, const ModelShape& s, const WriteOptions& opt
   w.set_f32(a + "rope.freq_base", s.rope_base);
   w.set_u32(a + "rope.dimension_count", s.head_dim());
   w.set_u32(a + "vocab_size", s.vocab);
+  if (s.experts > 0) {
+    w.set_u32(a + "expert_count", s.experts);
+    w.set_u32(a + "expert_used_count", s.experts_used);
+    w.set_u32(a + "expert_feed_forward_length", s.expert_ffn);
+  }
 }
 
 }  // namespace
 
 uint64_t ModelShape::n_params() const {
   uint64_t d = dim, q = q_dim(), kv = kv_dim();
-  uint64_t per_layer = d * q * 2 + d * kv * 2 + d * uint64_t(ffn) * 3 + 2 * d;
+  uint64_t per_layer = d * q * 2 + d * kv * 2 + 2 * d;
+  per_layer +=
+      experts > 0 ? uint64_t(experts) * (d * uint64_t(expert_ffn) * 3 + d) : d * uint64_t(ffn) * 3;
   if (arch == "qwen2") per_layer += q + 2 * kv;
-  if (arch == "qwen3") per_layer += 2 * uint64_t(head_dim());
+  if (arch == "qwen3" || arch == "qwen3moe") per_layer += 2 * uint64_t(head_dim());
   return uint64_t(vocab) * d * (tied_output ? 1 : 2) + d + per_layer * layers;
 }
 
@@ -181,8 +193,15 @@ void validate_shape(const ModelShape& s) {
                       {"vocab", s.vocab},
                       {"ctx", s.ctx}})
     if (v <= 0) bad(fmt::format("{} = {} must be > 0", k, v));
-  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3")
-    bad(fmt::format("arch '{}' is not one mkmodel writes (llama, qwen2, qwen3)", s.arch));
+  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "qwen3moe")
+    bad(fmt::format("arch '{}' is not one mkmodel writes (llama, qwen2, qwen3, qwen3moe)", s.arch));
+  if ((s.arch == "qwen3moe") != (s.experts > 0))
+    bad(fmt::format("experts = {}: qwen3moe needs experts > 0, other architectures are dense",
+                    s.experts));
+  if (s.experts > 0 && (s.experts_used < 1 || s.experts_used > s.experts))
+    bad(fmt::format("experts_used = {} must be in [1, experts = {}]", s.experts_used, s.experts));
+  if (s.experts > 0 && (s.expert_ffn <= 0 || s.expert_ffn % 32))
+    bad(fmt::format("expert_ffn = {} must be a positive multiple of 32", s.expert_ffn));
   if (s.rope_factor > 0 && s.arch != "llama")
     bad(fmt::format("rope_factor (Llama 3.1's rope_freqs) is a llama feature, not {}'s", s.arch));
   if (s.head_dim_override <= 0 && s.dim % s.heads)
@@ -244,10 +263,16 @@ ModelShape parse_shape(std::string_view spec) {
       s.ctx = v;
     else if (key == "head_dim")
       s.head_dim_override = v;
+    else if (key == "experts")
+      s.experts = v;
+    else if (key == "experts_used")
+      s.experts_used = v;
+    else if (key == "expert_ffn")
+      s.expert_ffn = v;
     else
       throw std::invalid_argument(fmt::format(
           "shape: unknown key '{}' (dim, layers, heads, kv_heads, ffn, vocab, ctx, head_dim, "
-          "rope_base, rope_factor, eps, tied, arch)",
+          "experts, experts_used, expert_ffn, rope_base, rope_factor, eps, tied, arch)",
           key));
   }
   if (!kv_set) s.kv_heads = s.heads;
@@ -257,7 +282,8 @@ ModelShape parse_shape(std::string_view spec) {
 
 GgmlType tensor_type_for(std::string_view quant, std::string_view name, int64_t ne0, int n_layers) {
   // Vectors stay f32, as llama.cpp's quantizer leaves them.
-  if (ends_with(name, "_norm.weight") || ends_with(name, ".bias") || name == "rope_freqs.weight")
+  if (ends_with(name, "_norm.weight") || ends_with(name, ".bias") || name == "rope_freqs.weight" ||
+      ends_with(name, "ffn_gate_inp.weight"))
     return GgmlType::F32;
   GgmlType t;
   if (quant == "q4_k_m") {
@@ -268,7 +294,8 @@ GgmlType tensor_type_for(std::string_view quant, std::string_view name, int64_t 
     const int i = layer_of(name), n = n_layers;
     const bool more_bits =
         i >= 0 && (n <= 0 || i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2);
-    if (more_bits && (ends_with(name, "attn_v.weight") || ends_with(name, "ffn_down.weight")))
+    if (more_bits && (ends_with(name, "attn_v.weight") || ends_with(name, "ffn_down.weight") ||
+                      ends_with(name, "ffn_down_exps.weight")))
       t = GgmlType::Q6_K;
   } else {
     auto tt = type_from_name(quant);
@@ -298,6 +325,9 @@ TensorFiller seeded_filler(uint64_t seed, const ModelShape& shape) {
         if (qk_norm || ends_with(name, ".bias")) std_dev = qk_norm ? 0.5f : 1.0f;
         if (name == "token_embd.weight") std_dev = tied ? 3.0f * std_dev : 1.0f;
         if (name == "output.weight") std_dev *= 3.0f;
+        // A decisive router: the top experts' probabilities stand apart, so
+        // which experts run (and with what weight) shapes every token.
+        if (ends_with(name, "ffn_gate_inp.weight")) std_dev *= 3.0f;
         // Irwin-Hall: the sum of 4 uniforms minus 2 has variance 1/3.
         const float k = std_dev * std::sqrt(3.0f) / 65536.0f;
         const uint64_t h = fnv1a(name) ^ (seed * 0xD1B54A32D192ED03ull);
@@ -341,11 +371,17 @@ void write_model(const std::filesystem::path& path, const ModelShape& shape,
     std::string name;
     int64_t ne0, ne1;  // ne1 = 1 for vectors
     GgmlType type;
+    int64_t ne2 = 1;  // experts stacked in one tensor
+    int64_t rows() const { return ne1 * ne2; }
   };
   std::vector<Decl> decls;
   auto add = [&](std::string name, int64_t ne0, int64_t ne1) {
     GgmlType t = tensor_type_for(opts.quant, name, ne0, s.layers);
     decls.push_back({std::move(name), ne0, ne1, t});
+  };
+  auto add3 = [&](std::string name, int64_t ne0, int64_t ne1, int64_t ne2) {
+    add(std::move(name), ne0, ne1);
+    decls.back().ne2 = ne2;
   };
   const int64_t d = s.dim, q = s.q_dim(), kv = s.kv_dim(), f = s.ffn;
   add("token_embd.weight", d, s.vocab);
@@ -364,19 +400,28 @@ void write_model(const std::filesystem::path& path, const ModelShape& shape,
       add(bias("attn_k"), kv, 1);
       add(bias("attn_v"), kv, 1);
     }
-    if (s.arch == "qwen3") {
+    if (s.arch == "qwen3" || s.arch == "qwen3moe") {
       add(n("attn_q_norm"), s.head_dim(), 1);
       add(n("attn_k_norm"), s.head_dim(), 1);
     }
     add(n("attn_output"), q, d);
     add(n("ffn_norm"), d, 1);
+    if (s.experts > 0) {
+      const int64_t e = s.experts, fe = s.expert_ffn;
+      add(n("ffn_gate_inp"), d, e);
+      add3(n("ffn_gate_exps"), d, fe, e);
+      add3(n("ffn_up_exps"), d, fe, e);
+      add3(n("ffn_down_exps"), fe, d, e);
+      continue;
+    }
     add(n("ffn_gate"), d, f);
     add(n("ffn_up"), d, f);
     add(n("ffn_down"), f, d);
   }
   for (const auto& t : decls) {
     std::vector<int64_t> ne{t.ne0};
-    if (t.ne1 > 1) ne.push_back(t.ne1);
+    if (t.ne1 > 1 || t.ne2 > 1) ne.push_back(t.ne1);
+    if (t.ne2 > 1) ne.push_back(t.ne2);
     w.add_tensor(t.name, t.type, ne);
   }
   w.begin(path);
@@ -390,7 +435,7 @@ void write_model(const std::filesystem::path& path, const ModelShape& shape,
     const auto& t = decls[ti];
     if (opts.progress) opts.progress(t.name, static_cast<int>(ti), static_cast<int>(decls.size()));
     const size_t rb = row_size(t.type, t.ne0);
-    buf.resize(rb * t.ne1);
+    buf.resize(rb * t.rows());
     if (t.name == "rope_freqs.weight") {  // derived from the shape, not seeded
       const auto freqs = llama3_rope_freqs(s);
       std::memcpy(buf.data(), freqs.data(), buf.size());
@@ -399,11 +444,11 @@ void write_model(const std::filesystem::path& path, const ModelShape& shape,
     }
     std::exception_ptr err;
     std::mutex err_mu;
-    pool.parallel_for((t.ne1 + kChunk - 1) / kChunk, 1, [&](int64_t b, int64_t e, int tid) {
+    pool.parallel_for((t.rows() + kChunk - 1) / kChunk, 1, [&](int64_t b, int64_t e, int tid) {
       auto& tmp = rows_f32[tid];
       tmp.resize(size_t(kChunk) * t.ne0);
       for (int64_t c = b; c < e; ++c) {
-        int64_t r0 = c * kChunk, n = std::min(kChunk, t.ne1 - r0);
+        int64_t r0 = c * kChunk, n = std::min(kChunk, t.rows() - r0);
         try {
           fill(t.name, t.ne0, r0, n, tmp.data());
         } catch (...) {

@@ -35,6 +35,9 @@ struct ModelShape {
   float rope_factor = 0.0f;
   float rope_low_freq = 1.0f, rope_high_freq = 4.0f;
   int rope_orig_ctx = 8192;
+  // Mixture of experts (qwen3moe): experts per layer, how many run per token,
+  // each expert's FFN width; 0 for dense models.
+  int experts = 0, experts_used = 0, expert_ffn = 0;
 
   int head_dim() const { return head_dim_override > 0 ? head_dim_override : dim / heads; }
   int q_dim() const { return heads * head_dim(); }
@@ -52,9 +55,11 @@ std::vector<float> llama3_rope_freqs(const ModelShape& s);
 // "1b" (llama-3.2-1B shape, vocab 32000, tied head),
 // "7b" (LLaMA-2-7B: dim 4096, 32 layers, 32 heads, ffn 11008, vocab 32000),
 // the real models' config.json geometry: "llama3.1-8b", "llama3.2-1b" (both
-// with rope_freqs), "qwen2.5-7b", "qwen2.5-0.5b", "qwen3-8b", "qwen3-0.6b";
+// with rope_freqs), "qwen2.5-7b", "qwen2.5-0.5b", "qwen3-8b", "qwen3-0.6b",
+// "qwen3-30b-a3b" (qwen3moe: 128 experts of which 8 run, expert FFN 768);
 // or key=value items "dim=..,layers=..,heads=..,kv_heads=..,ffn=..,vocab=..,
-// ctx=..,head_dim=..,rope_base=..,rope_factor=..,eps=..,tied=..,arch=.."
+// ctx=..,head_dim=..,experts=..,experts_used=..,expert_ffn=..,rope_base=..,
+// rope_factor=..,eps=..,tied=..,arch=.."
 // after an optional preset ("qwen2.5-7b,layers=2,vocab=8192"; without one,
 // unset keys take tiny's values and kv_heads defaults to heads). Throws
 // std::invalid_argument naming the bad key or inconsistency.
