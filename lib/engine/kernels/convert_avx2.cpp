@@ -51,10 +51,9 @@ struct ExpandAvx2 {
 }  // namespace
 
 void convert_rows_avx2(GgmlType wtype, const uint8_t* w, size_t row_bytes, int64_t r, int64_t n,
-                       int64_t nb, uint8_t* out0, uint8_t* out1, size_t out_row, bool packed,
-                       bool* exact) {
-  convert_rows<ExpandAvx2>(wtype, w, row_bytes, r, n, nb, Sink{out0, out_row, packed},
-                           Sink{out1, out_row, packed}, exact);
+                       int64_t nb, uint8_t* out0, uint8_t* out1, size_t out_row, bool* exact) {
+  convert_rows<ExpandAvx2>(wtype, w, row_bytes, r, n, nb, Sink{out0, out_row}, Sink{out1, out_row},
+                           exact);
 }
 
 }  // namespace epyctune::engine::kernels::detail

@@ -79,19 +79,16 @@ void matmul_converted(GgmlType wtype, const ConvertKernels& kern, const uint8_t*
   uint8_t* b0 = scratch(0, out_row * 16);
   uint8_t* b1 = scratch(1, out_row * 16);
   auto* tmp = reinterpret_cast<float*>(scratch(2, sizeof(float) * 16 * acts.n_tokens));
-  const MatmulFn ggml = k_quant ? kern.q4_k : kern.q8_0;
-  const MatmulFn p16 = k_quant ? kern.q4_k_p16 : kern.q8_0_p16;
+  const MatmulFn fn = k_quant ? kern.q4_k : kern.q8_0;
   const bool avx2 = static_cast<int>(active_isa()) >= static_cast<int>(Isa::avx2);
   for (int64_t r = r0; r < r1; r += 16) {
     const int64_t n = std::min<int64_t>(16, r1 - r);
-    const bool packed = n == 16 && p16 != nullptr;
-    const MatmulFn fn = packed ? p16 : ggml;
     bool exact[16];
     if (avx2)
-      convert_rows_avx2(wtype, w, row_bytes, r, n, nb, b0, b1, out_row, packed, exact);
+      convert_rows_avx2(wtype, w, row_bytes, r, n, nb, b0, b1, out_row, exact);
     else
-      convert_rows<ExpandScalar>(wtype, w, row_bytes, r, n, nb, Sink{b0, out_row, packed},
-                                 Sink{b1, out_row, packed}, exact);
+      convert_rows<ExpandScalar>(wtype, w, row_bytes, r, n, nb, Sink{b0, out_row},
+                                 Sink{b1, out_row}, exact);
     fn(b0, out_row, acts, y + r, ldy, 0, n);
     if (two) {
       fn(b1, out_row, acts, tmp, 16, 0, n);

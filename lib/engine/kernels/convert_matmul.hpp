@@ -10,10 +10,9 @@
 namespace epyctune::engine::kernels::detail {
 
 bool is_converted_type(GgmlType t);
-// The active ISA's kernels the rewrites run on (packed16 ones may be null:
-// then 16 rewritten rows stay in ggml's layout).
+// The active ISA's ggml-layout kernels the rewrites run on.
 struct ConvertKernels {
-  MatmulFn q8_0, q4_k, q8_0_p16, q4_k_p16;
+  MatmulFn q8_0, q4_k;
 };
 void matmul_converted(GgmlType wtype, const ConvertKernels& kern, const uint8_t* w,
                       size_t row_bytes, const Acts& acts, float* y, int64_t ldy, int64_t r0,

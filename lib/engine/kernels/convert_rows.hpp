@@ -14,32 +14,19 @@ namespace epyctune::engine::kernels::detail {
 // Internal linkage: compiled into TUs with different ISA flags.
 namespace {
 
-// Where a converted block goes: row L of a ggml-layout scratch matrix, or
-// lane L of a packed16 panel (blocks.hpp), so the ISAs with packed kernels
-// read plain vectors instead of gathering and transposing the 16 rows.
+// Where a converted block goes: row L of a ggml-layout scratch matrix. (Not
+// packed16 panels: scattering each row's dwords into a panel cost more than
+// the gather it saves the kernel, about half the rate for one token.)
 struct Sink {
   uint8_t* base;
   size_t row_bytes;
-  bool packed;
   void q8(int64_t L, int64_t b, uint16_t d, const int8_t* qs) const {
-    if (!packed) {
-      auto* blk = reinterpret_cast<BlockQ8_0*>(base + static_cast<size_t>(L) * row_bytes) + b;
-      blk->d = d;
-      std::memcpy(blk->qs, qs, 32);
-      return;
-    }
-    uint8_t* p = base + static_cast<size_t>(b) * kPanelRows * sizeof(BlockQ8_0);
-    std::memcpy(p + 2 * L, &d, 2);
-    for (int i = 0; i < 8; ++i) std::memcpy(p + kPackD + 64 * i + 4 * L, qs + 4 * i, 4);
+    auto* blk = reinterpret_cast<BlockQ8_0*>(base + static_cast<size_t>(L) * row_bytes) + b;
+    blk->d = d;
+    std::memcpy(blk->qs, qs, 32);
   }
   void q4k(int64_t L, int64_t b, const BlockQ4_K& blk) const {
-    if (!packed) {
-      reinterpret_cast<BlockQ4_K*>(base + static_cast<size_t>(L) * row_bytes)[b] = blk;
-      return;
-    }
-    uint8_t* p = base + static_cast<size_t>(b) * kPanelRows * sizeof(BlockQ4_K);
-    const auto* bytes = reinterpret_cast<const uint8_t*>(&blk);
-    for (int q = 0; q < 36; ++q) std::memcpy(p + 64 * q + 4 * L, bytes + 4 * q, 4);
+    reinterpret_cast<BlockQ4_K*>(base + static_cast<size_t>(L) * row_bytes)[b] = blk;
   }
 };
 
@@ -171,7 +158,6 @@ struct ExpandScalar {
 
 // convert_rows<ExpandAvx2> (convert_avx2.cpp).
 void convert_rows_avx2(GgmlType wtype, const uint8_t* w, size_t row_bytes, int64_t r, int64_t n,
-                       int64_t nb, uint8_t* out0, uint8_t* out1, size_t out_row, bool packed,
-                       bool* exact);
+                       int64_t nb, uint8_t* out0, uint8_t* out1, size_t out_row, bool* exact);
 
 }  // namespace epyctune::engine::kernels::detail

@@ -216,8 +216,7 @@ void matmul_rows(GgmlType wtype, WeightLayout layout, const void* w, size_t w_ro
   const MatmulTable& t = tables().t[static_cast<int>(active_isa())];
   const auto* wb = static_cast<const uint8_t*>(w);
   if (detail::is_converted_type(wtype))
-    return detail::matmul_converted(wtype, {t.q8_0, t.q4_k, t.q8_0_p16, t.q4_k_p16}, wb,
-                                    w_row_bytes, acts, y, ldy, r0, r1);
+    return detail::matmul_converted(wtype, {t.q8_0, t.q4_k}, wb, w_row_bytes, acts, y, ldy, r0, r1);
   if (detail::MatmulFn fn = pick(t, wtype, layout))
     return fn(wb, w_row_bytes, acts, y, ldy, r0, r1);
   detail::MatmulFn fn = pick(t, wtype, WeightLayout::ggml);
