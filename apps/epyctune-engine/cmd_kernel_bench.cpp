@@ -42,9 +42,10 @@ struct BenchOptions {
 
 bool parse_type(const std::string& s, GgmlType& t) {
   static const std::pair<const char*, GgmlType> names[] = {
-      {"f32", GgmlType::F32},   {"f16", GgmlType::F16},   {"bf16", GgmlType::BF16},
-      {"q4_0", GgmlType::Q4_0}, {"q8_0", GgmlType::Q8_0}, {"q4_k", GgmlType::Q4_K},
-      {"q6_k", GgmlType::Q6_K}};
+      {"f32", GgmlType::F32},   {"f16", GgmlType::F16},    {"bf16", GgmlType::BF16},
+      {"q4_0", GgmlType::Q4_0}, {"q8_0", GgmlType::Q8_0},  {"q4_k", GgmlType::Q4_K},
+      {"q6_k", GgmlType::Q6_K}, {"q5_0", GgmlType::Q5_0},  {"q5_1", GgmlType::Q5_1},
+      {"q5_k", GgmlType::Q5_K}, {"mxfp4", GgmlType::MXFP4}};
   std::string l = s;
   std::transform(l.begin(), l.end(), l.begin(), [](unsigned char c) { return std::tolower(c); });
   for (const auto& [n, v] : names) {

@@ -143,7 +143,8 @@ void add_mkmodel_command(CLI::App& app, GlobalOptions& global) {
                   "(layers=2,vocab=8192,..)")
       ->capture_default_str();
   cmd->add_option("--arch", args->arch, "llama | qwen2 | qwen3 | qwen3moe (default: the shape's)");
-  cmd->add_option("--quant", args->quant, "f32 f16 bf16 q8_0 q4_0 q4_k q6_k q4_k_m")
+  cmd->add_option("--quant", args->quant,
+                  "f32 f16 bf16 q8_0 q4_0 q5_0 q5_1 q4_k q5_k q6_k mxfp4 q4_k_m q5_k_m")
       ->capture_default_str();
   cmd->add_option("--seed", args->seed, "Weight seed")->capture_default_str();
   cmd->add_flag("--fast-quant", args->fast_quant,

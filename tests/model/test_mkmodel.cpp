@@ -51,7 +51,7 @@ TEST_CASE("q4_k_m mixes Q6_K into output, attn_v and ffn_down like llama.cpp") {
   // Rows that are not whole K blocks fall back to Q8_0.
   CHECK(tensor_type_for("q4_k", "blk.0.attn_q.weight", 64) == GgmlType::Q8_0);
   CHECK(tensor_type_for("q4_0", "blk.0.attn_q.weight", 64) == GgmlType::Q4_0);
-  CHECK_THROWS_WITH(tensor_type_for("q5_1", "x", 64), doctest::Contains("q4_k_m"));
+  CHECK_THROWS_WITH(tensor_type_for("q3_k", "x", 64), doctest::Contains("q4_k_m"));
 }
 
 TEST_CASE("write_model: llama metadata, tokenizer, seeded and thread-count independent") {

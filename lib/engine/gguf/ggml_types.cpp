@@ -10,13 +10,17 @@ namespace {
 
 // Block geometry from ggml (ggml-common.h): a Q4_0 block is an f16 scale plus
 // 32 nibbles, a Q4_K super-block covers 256 values in 144 bytes, and so on.
-constexpr std::array<TypeTraits, 8> kTraits{{
+constexpr std::array<TypeTraits, 12> kTraits{{
     {GgmlType::F32, "f32", 1, 4},
     {GgmlType::F16, "f16", 1, 2},
     {GgmlType::Q4_0, "q4_0", 32, 18},
     {GgmlType::Q8_0, "q8_0", 32, 34},
     {GgmlType::Q4_K, "q4_k", 256, 144},
     {GgmlType::Q6_K, "q6_k", 256, 210},
+    {GgmlType::Q5_0, "q5_0", 32, 22},
+    {GgmlType::Q5_1, "q5_1", 32, 24},
+    {GgmlType::Q5_K, "q5_k", 256, 176},
+    {GgmlType::MXFP4, "mxfp4", 32, 17},
     {GgmlType::Q8_K, "q8_k", 256, 292},
     {GgmlType::BF16, "bf16", 1, 2},
 }};

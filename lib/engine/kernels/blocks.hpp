@@ -45,6 +45,53 @@ struct BlockQ8_K {
   int8_t qs[256];
   int16_t bsums[16];  // sums of 16-element groups
 };
+// The 5-bit and MXFP4 types (ggml-common.h). Q5_0 / Q5_1: element j's fifth
+// bit is bit j of qh (little-endian), its low 4 bits as in Q4_0. Q5_K:
+// Q4_K's scales and nibbles, plus bit j of qh[l] is the fifth bit of element
+// l of sub-block j. MXFP4: e is an E8M0 exponent, the nibbles index
+// kMxfp4Values (E2M1 values doubled, hence ggml's half-scale).
+struct BlockQ5_0 {
+  uint16_t d;
+  uint8_t qh[4];
+  uint8_t qs[16];
+};
+struct BlockQ5_1 {
+  uint16_t d;
+  uint16_t m;
+  uint8_t qh[4];
+  uint8_t qs[16];
+};
+struct BlockQ5_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[12];
+  uint8_t qh[32];
+  uint8_t qs[128];
+};
+struct BlockMxfp4 {
+  uint8_t e;
+  uint8_t qs[16];
+};
+static_assert(sizeof(BlockQ5_0) == 22);
+static_assert(sizeof(BlockQ5_1) == 24);
+static_assert(sizeof(BlockQ5_K) == 176);
+static_assert(sizeof(BlockMxfp4) == 17);
+constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+// ggml's E8M0_TO_FP32_HALF: 2^(e - 128), exact for every e (subnormal below 2).
+inline float e8m0_half_to_f32(uint8_t e) {
+  uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+// Q5_0 / Q5_1 quant j (0..31) of a block, 0..31.
+inline int q5_quant(const uint8_t* qs, const uint8_t* qh, int j) {
+  uint32_t h;
+  std::memcpy(&h, qh, 4);
+  const int lo = j < 16 ? qs[j] & 0xF : qs[j - 16] >> 4;
+  return lo | static_cast<int>(((h >> j) & 1u) << 4);
+}
+
 static_assert(sizeof(BlockQ4_0) == 18);
 static_assert(sizeof(BlockQ8_0) == 34);
 static_assert(sizeof(BlockQ4_K) == 144);
@@ -82,6 +129,18 @@ inline bool geometry(GgmlType t, Geometry& g) {
       return true;
     case GgmlType::Q8_K:
       g = {256, sizeof(BlockQ8_K)};
+      return true;
+    case GgmlType::Q5_0:
+      g = {32, sizeof(BlockQ5_0)};
+      return true;
+    case GgmlType::Q5_1:
+      g = {32, sizeof(BlockQ5_1)};
+      return true;
+    case GgmlType::Q5_K:
+      g = {256, sizeof(BlockQ5_K)};
+      return true;
+    case GgmlType::MXFP4:
+      g = {32, sizeof(BlockMxfp4)};
       return true;
   }
   return false;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "engine/kernels/blocks.hpp"
+#include "engine/kernels/convert_matmul.hpp"
 #include "engine/kernels/kernel_table.hpp"
 
 namespace epyctune::engine::kernels {
@@ -169,7 +170,7 @@ detail::MatmulFn pick(const MatmulTable& t, GgmlType wtype, WeightLayout layout)
       return t.q4_k;
     case GgmlType::Q6_K:
       return t.q6_k;
-    case GgmlType::Q8_K:
+    default:  // Q8_K; the rewritten types (matmul_converted)
       break;
   }
   return nullptr;
@@ -214,6 +215,8 @@ void matmul_rows(GgmlType wtype, WeightLayout layout, const void* w, size_t w_ro
   }
   const MatmulTable& t = tables().t[static_cast<int>(active_isa())];
   const auto* wb = static_cast<const uint8_t*>(w);
+  if (detail::is_converted_type(wtype))
+    return detail::matmul_converted(wtype, {t.q8_0, t.q4_k}, wb, w_row_bytes, acts, y, ldy, r0, r1);
   if (detail::MatmulFn fn = pick(t, wtype, layout))
     return fn(wb, w_row_bytes, acts, y, ldy, r0, r1);
   detail::MatmulFn fn = pick(t, wtype, WeightLayout::ggml);

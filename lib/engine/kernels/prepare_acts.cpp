@@ -141,10 +141,14 @@ void prepare_acts_shape(GgmlType weight_type, int n_tokens, int64_t k, Acts& out
   switch (weight_type) {
     case GgmlType::Q4_0:
     case GgmlType::Q8_0:
+    case GgmlType::Q5_0:  // these three run the Q8_0 kernels (convert_matmul.cpp)
+    case GgmlType::Q5_1:
+    case GgmlType::MXFP4:
       out.vec_type = GgmlType::Q8_0;
       out.row_bytes = acts_q8_row_bytes(k);
       break;
     case GgmlType::Q4_K:
+    case GgmlType::Q5_K:  // runs the Q4_K kernels (convert_matmul.cpp)
       out.vec_type = GgmlType::Q8_K;
       out.row_bytes = acts_q4k_row_bytes(k);
       break;
@@ -172,7 +176,7 @@ void prepare_acts_rows(const float* x, int t0, int t1, Acts& out) {
       prepare_acts_q8(out.weight_type, x, t0, t1, k, out);
       break;
     case GgmlType::Q8_K:
-      if (out.weight_type == GgmlType::Q4_K) {
+      if (out.weight_type == GgmlType::Q4_K || out.weight_type == GgmlType::Q5_K) {
         prepare_acts_q4k(x, t0, t1, k, out);
       } else {
         prepare_acts_k(x, t0, t1, k, out);

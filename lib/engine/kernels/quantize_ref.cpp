@@ -10,6 +10,7 @@
 
 #include "engine/kernels/blocks.hpp"
 #include "engine/kernels/kernels.hpp"
+#include "engine/kernels/quant_helpers.hpp"
 
 namespace epyctune::engine::kernels {
 namespace {
@@ -17,14 +18,6 @@ namespace {
 using namespace detail;
 
 constexpr float kGroupMaxEps = 1e-15f;
-
-// ggml's nearest_int: round half to even for |x| < 2^22 via the 1.5*2^23 trick.
-inline int nearest_int(float fval) {
-  const float val = fval + 12582912.f;
-  int i;
-  std::memcpy(&i, &val, sizeof(int));
-  return (i & 0x007fffff) - 0x00400000;
-}
 
 void quantize_q4_0(const float* x, BlockQ4_0* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += 32) {
@@ -59,10 +52,12 @@ void quantize_q8_0(const float* x, BlockQ8_0* y, int64_t nb) {
   }
 }
 
+}  // namespace
+
 // ggml's make_qkx2_quants: scale + min for one group, searching nstep+1
 // candidate inverse scales around nmax/(max-min) by weighted least squares.
-float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, uint8_t* L,
-                       float* the_min, uint8_t* Laux, float rmin, float rdelta, int nstep) {
+float detail::make_qkx2_quants(int n, int nmax, const float* x, const float* weights, uint8_t* L,
+                               float* the_min, uint8_t* Laux, float rmin, float rdelta, int nstep) {
   float min = x[0], max = x[0];
   float sum_w = weights[0];
   float sum_x = sum_w * x[0];
@@ -130,6 +125,10 @@ float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, ui
   *the_min = -min;
   return scale;
 }
+
+namespace {
+
+using namespace detail;
 
 // ggml's make_qx_quants with rmse_type 1 and no importance weights (w = x^2):
 // symmetric quants in [-nmax, nmax-1] (stored +nmax), best of 19 scales.
@@ -393,6 +392,14 @@ void quantize_row(GgmlType t, const float* src, void* dst, int64_t n, QuantSearc
       return quantize_q6_K(src, static_cast<BlockQ6_K*>(dst), n / 256);
     case GgmlType::Q8_K:
       return quantize_q8_K(src, static_cast<BlockQ8_K*>(dst), n / 256);
+    case GgmlType::Q5_0:
+      return quantize_q5_0(src, dst, n / 32);
+    case GgmlType::Q5_1:
+      return quantize_q5_1(src, dst, n / 32);
+    case GgmlType::Q5_K:
+      return quantize_q5_K(src, dst, n / 256, search == QuantSearch::ggml ? 15 : 0);
+    case GgmlType::MXFP4:
+      return quantize_mxfp4(src, dst, n / 32);
   }
 }
 
@@ -442,6 +449,14 @@ void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n) {
       }
       return;
     }
+    case GgmlType::Q5_0:
+      return dequantize_q5_0(src, dst, n / 32);
+    case GgmlType::Q5_1:
+      return dequantize_q5_1(src, dst, n / 32);
+    case GgmlType::Q5_K:
+      return dequantize_q5_K(src, dst, n / 256);
+    case GgmlType::MXFP4:
+      return dequantize_mxfp4(src, dst, n / 32);
   }
 }
 

@@ -30,6 +30,10 @@ bool is_matmul_type(GgmlType t) {
     case GgmlType::Q4_0:
     case GgmlType::Q4_K:
     case GgmlType::Q6_K:
+    case GgmlType::Q5_0:
+    case GgmlType::Q5_1:
+    case GgmlType::Q5_K:
+    case GgmlType::MXFP4:
       return true;
     default:
       return false;

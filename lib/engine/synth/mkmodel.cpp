@@ -52,6 +52,11 @@ uint32_t file_type_of(std::string_view quant) {
   if (quant == "q8_0") return 7;
   if (quant == "q4_k") return 14;  // MOSTLY_Q4_K_S: all Q4_K
   if (quant == "q4_k_m") return 15;
+  if (quant == "q5_0") return 8;
+  if (quant == "q5_1") return 9;
+  if (quant == "q5_k") return 16;  // MOSTLY_Q5_K_S: all Q5_K
+  if (quant == "q5_k_m") return 17;
+  if (quant == "mxfp4") return 38;
   if (quant == "q6_k") return 18;
   if (quant == "bf16") return 32;
   return 0;
@@ -286,9 +291,9 @@ GgmlType tensor_type_for(std::string_view quant, std::string_view name, int64_t 
       ends_with(name, "ffn_gate_inp.weight"))
     return GgmlType::F32;
   GgmlType t;
-  if (quant == "q4_k_m") {
-    t = GgmlType::Q4_K;
-    // llama.cpp's Q4_K_M: Q6_K for the output head, and for attn_v / ffn_down
+  if (quant == "q4_k_m" || quant == "q5_k_m") {
+    t = quant == "q4_k_m" ? GgmlType::Q4_K : GgmlType::Q5_K;
+    // llama.cpp's Q4_K_M (Q5_K_M alike): Q6_K for the output head, and for attn_v / ffn_down
     // of the first and last eighth of the layers and every third in between.
     if (name == "output.weight") t = GgmlType::Q6_K;
     const int i = layer_of(name), n = n_layers;
@@ -301,7 +306,9 @@ GgmlType tensor_type_for(std::string_view quant, std::string_view name, int64_t 
     auto tt = type_from_name(quant);
     if (!tt || *tt == GgmlType::Q8_K)
       throw std::invalid_argument(fmt::format(
-          "quant '{}': expected f32, f16, bf16, q8_0, q4_0, q4_k, q6_k or q4_k_m", quant));
+          "quant '{}': expected f32, f16, bf16, q8_0, q4_0, q5_0, q5_1, q4_k, q5_k, q6_k, "
+          "mxfp4, q4_k_m or q5_k_m",
+          quant));
     t = *tt;
   }
   if (ne0 % traits(t).block_elems != 0) t = ne0 % 32 == 0 ? GgmlType::Q8_0 : GgmlType::F16;

@@ -1,0 +1,37 @@
+// What ggml's reference quantizers share (quantize_ref.cpp, quantize_q5.cpp),
+// and the entry points of the 5-bit / MXFP4 quantizers.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+namespace epyctune::engine::kernels::detail {
+namespace {
+
+// ggml's nearest_int: round half to even for |x| < 2^22 via the 1.5*2^23 trick.
+inline int nearest_int(float fval) {
+  const float val = fval + 12582912.f;
+  int i;
+  std::memcpy(&i, &val, sizeof(int));
+  return (i & 0x007fffff) - 0x00400000;
+}
+
+}  // namespace
+
+// ggml's make_qkx2_quants (no MAD): a sub-block's scale and min.
+float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, uint8_t* L,
+                       float* the_min, uint8_t* Laux, float rmin, float rdelta, int nstep);
+
+// ggml's quantize_row_*_ref / dequantize_row_* for Q5_0, Q5_1, Q5_K, MXFP4;
+// nb blocks (super-blocks for Q5_K). nstep: Q5_K's scale search (15: ggml's;
+// 0: min-max, for large test models).
+void quantize_q5_0(const float* x, void* y, int64_t nb);
+void quantize_q5_1(const float* x, void* y, int64_t nb);
+void quantize_q5_K(const float* x, void* y, int64_t nb, int nstep);
+void quantize_mxfp4(const float* x, void* y, int64_t nb);
+void dequantize_q5_0(const void* x, float* y, int64_t nb);
+void dequantize_q5_1(const void* x, float* y, int64_t nb);
+void dequantize_q5_K(const void* x, float* y, int64_t nb);
+void dequantize_mxfp4(const void* x, float* y, int64_t nb);
+
+}  // namespace epyctune::engine::kernels::detail
