@@ -2,6 +2,8 @@
 // output is derived by hand in the comments, and the two pre-tokenizers.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include "engine/synth/gguf_writer.hpp"
 #include "engine/tokenizer/tokenizer.hpp"
 #include "engine/tokenizer/tokenizer_impl.hpp"
@@ -133,6 +135,24 @@ TEST_CASE("llama3 pre-tokenizer: whole-token pre-tokens skip merging and BOS is 
 
 TEST_CASE("a gpt2 vocabulary with an unknown pre-tokenizer is refused by name") {
   std::unique_ptr<gguf::File> keep;
-  CHECK_THROWS_WITH_AS(tiny_bpe("qwen2", keep), doctest::Contains("'qwen2' is not supported"),
+  CHECK_THROWS_WITH_AS(tiny_bpe("tekken", keep),
+                       doctest::Contains("'tekken' is not supported (supported: default"),
                        gguf::FormatError);
+  for (const char* pre : {"qwen2", "deepseek-v3", "gpt-4o"}) CHECK_NOTHROW(tiny_bpe(pre, keep));
+}
+
+TEST_CASE("control tokens: split out only with parse_special, shown only when asked") {
+  std::unique_ptr<gguf::File> keep;
+  auto tok = tiny_bpe("gpt2", keep);
+  const auto plain = tok->encode("he<|endoftext|>", false);
+  CHECK(plain.size() > 2);
+  CHECK(std::find(plain.begin(), plain.end(), 263) == plain.end());
+  CHECK(tok->encode("he<|endoftext|>", false, true) == std::vector<int32_t>{257, 263});
+  CHECK(tok->token_to_piece(263).empty());
+  CHECK(tok->token_to_piece(263, true) == "<|endoftext|>");
+  const std::vector<int32_t> ids{257, 263};
+  CHECK(tok->decode(ids) == "he");
+  CHECK(tok->decode(ids, true) == "he<|endoftext|>");
+  CHECK(tok->is_eog(263));
+  CHECK(tok->eog_ids() == std::vector<int32_t>{263});
 }
