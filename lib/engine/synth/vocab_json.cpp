@@ -178,6 +178,16 @@ void write_vocab_gguf(const std::filesystem::path& out, const VocabJsonOptions& 
   std::string name = o.name;
   if (name.empty()) name = o.tokenizer_json.parent_path().filename().string();
   w.set_string("general.name", name.empty() ? "vocab" : name);
+  // llama.cpp reads these hyperparameters even for a vocabulary-only load;
+  // the values are those of its own ggml-vocab-*.gguf files.
+  w.set_u32("llama.context_length", 4096);
+  w.set_u32("llama.embedding_length", 4096);
+  w.set_u32("llama.block_count", 32);
+  w.set_u32("llama.feed_forward_length", 11008);
+  w.set_u32("llama.attention.head_count", 32);
+  w.set_u32("llama.attention.head_count_kv", 32);
+  w.set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  w.set_u32("llama.rope.dimension_count", 128);
   write_vocab_from_json(w, o);
   w.begin(out);
   w.finish();
