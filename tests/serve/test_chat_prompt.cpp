@@ -70,4 +70,6 @@ TEST_CASE("chat prompt: fallback text without a template, refusal for an unknown
     CHECK(e.status == 500);
     CHECK(std::string(e.what()).find("--chat-template") != std::string::npos);
   }
+  // --chat-template names the format the template follows.
+  CHECK(serving::chat_prompt_tokens(*odd, kMsgs, "chatml")[0] == 256);
 }

@@ -36,11 +36,40 @@ TEST_CASE("Llama 3 renders as its template does") {
         "there!<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
+TEST_CASE("Llama 3.1 opens with the dated system turn its template writes") {
+  const Style s = style_for("<|start_header_id|><|eot_id|> Cutting Knowledge Date: ", "");
+  CHECK(s.date == "26 Jul 2024");
+  CHECK(render(s, kSysUser, true) ==
+        "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: "
+        "December 2023\nToday Date: 26 Jul 2024\n\nYou are "
+        "terse.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi "
+        "there!<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+  CHECK(
+      render(s, kUser, false) ==
+      "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: "
+      "December 2023\nToday Date: 26 Jul 2024\n\n<|eot_id|><|start_header_id|>user<|end_header_id|>"
+      "\n\nHi there!<|eot_id|>");
+  const Style s32 =
+      style_for("<|start_header_id|><|eot_id|> Cutting Knowledge Date: strftime_now", "");
+  CHECK(s32.date.size() == 11);  // "25 Nov 2026"
+}
+
 TEST_CASE("DeepSeek V3 renders as its template does") {
   const Style s = style_for("<｜User｜><｜Assistant｜>", "");
   CHECK(render(s, kSysUser, true) ==
         "<｜begin▁of▁sentence｜>You are terse.<｜User｜>Hi there!<｜Assistant｜>");
   CHECK(render(s, kUser, true) == "<｜begin▁of▁sentence｜><｜User｜>Hi there!<｜Assistant｜>");
+}
+
+TEST_CASE("DeepSeek R1 opens the reply with <think> and drops earlier reasoning") {
+  const Style r1 = style_for(R"({{'<｜User｜>' + content}}{{'<｜Assistant｜><think>\n'}})", "");
+  CHECK(r1.think);
+  const std::vector<Message> turns{
+      {"user", "1+1?"}, {"assistant", "<think>\nadd\n</think>\n\n2"}, {"user", "2+2?"}};
+  CHECK(
+      render(r1, turns, true) ==
+      "<｜begin▁of▁sentence｜><｜User｜>1+1?<｜Assistant｜>\n\n2<｜end▁of▁sentence｜><｜User｜>2+2?"
+      "<｜Assistant｜><think>\n");
 }
 
 TEST_CASE("ChatML (Qwen) renders each turn between im_start and im_end") {

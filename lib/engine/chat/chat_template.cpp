@@ -12,6 +12,16 @@ bool has(std::string_view s, std::string_view needle) {
   return s.find(needle) != std::string_view::npos;
 }
 
+// Today's date as the templates' strftime_now gives it.
+std::string today(const char* fmt) {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, fmt, &tm);
+  return buf;
+}
+
 std::string trim(std::string_view s) {
   const auto ws = [](char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; };
   while (!s.empty() && ws(s.front())) s.remove_prefix(1);
@@ -30,13 +40,34 @@ std::string render_chatml(const Style& s, std::span<const Message> msgs, bool ge
 }
 
 // Llama 3's template trims each message's content.
+// Llama 3.1 and later always open with a system turn that carries the dates,
+// the first system message's text after them.
 std::string render_llama3(const Style& s, std::span<const Message> msgs, bool gen) {
   std::string out = s.bos;
+  if (s.dated_system) {
+    std::string system;
+    if (!msgs.empty() && msgs.front().role == "system") {
+      system = trim(msgs.front().content);
+      msgs = msgs.subspan(1);
+    }
+    out +=
+        "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December "
+        "2023\nToday Date: " +
+        s.date + "\n\n" + system + "<|eot_id|>";
+  }
   for (const auto& m : msgs)
     out +=
         "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + trim(m.content) + "<|eot_id|>";
   if (gen) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
   return out;
+}
+
+// R1's template drops the reasoning of earlier replies: only what follows
+// </think> is kept.
+std::string visible_answer(const Style& s, const std::string& content) {
+  const size_t end = content.rfind("</think>");
+  if (!s.think || end == std::string::npos) return content;
+  return content.substr(end + 8);
 }
 
 // DeepSeek V3/R1: the system prompts go first with no markup, user and
@@ -50,9 +81,9 @@ std::string render_deepseek(const Style& s, std::span<const Message> msgs, bool 
     if (m.role == "user")
       out += "<｜User｜>" + m.content;
     else if (m.role == "assistant")
-      out += "<｜Assistant｜>" + m.content + "<｜end▁of▁sentence｜>";
+      out += "<｜Assistant｜>" + visible_answer(s, m.content) + "<｜end▁of▁sentence｜>";
   }
-  if (gen) out += "<｜Assistant｜>";
+  if (gen) out += s.think ? "<｜Assistant｜><think>\n" : "<｜Assistant｜>";
   return out;
 }
 
@@ -130,17 +161,17 @@ Style style_for(std::string_view jinja, std::string_view override_name) {
   }
   if (s.family == Family::ChatML && has(jinja, "You are Qwen, created by Alibaba Cloud."))
     s.default_system = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
-  if (s.family == Family::Llama3) s.bos = "<|begin_of_text|>";
-  if (s.family == Family::DeepSeek) s.bos = "<｜begin▁of▁sentence｜>";
-  if (s.family == Family::Harmony) {
-    // The template asks strftime_now for the date, as we do.
-    const std::time_t now = std::time(nullptr);
-    std::tm tm{};
-    gmtime_r(&now, &tm);
-    char buf[16];
-    std::strftime(buf, sizeof buf, "%Y-%m-%d", &tm);
-    s.date = buf;
+  if (s.family == Family::Llama3) {
+    s.bos = "<|begin_of_text|>";
+    s.dated_system = has(jinja, "Cutting Knowledge Date");
+    // 3.1 fixes the date; 3.2 and 3.3 ask strftime_now for today's.
+    s.date = has(jinja, "strftime_now") ? today("%d %b %Y") : "26 Jul 2024";
   }
+  if (s.family == Family::DeepSeek) {
+    s.bos = "<｜begin▁of▁sentence｜>";
+    s.think = has(jinja, "<｜Assistant｜><think>\\n");  // the Jinja source spells \n
+  }
+  if (s.family == Family::Harmony) s.date = today("%Y-%m-%d");  // its strftime_now
   return s;
 }
 

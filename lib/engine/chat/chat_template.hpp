@@ -27,7 +27,9 @@ struct Style {
   Family family = Family::ChatML;
   std::string default_system;  // ChatML: Qwen2.5 adds one when no system message is given
   std::string bos;             // Llama 3, DeepSeek: the template's bos_token
-  std::string date;            // harmony: "Current date: " (YYYY-MM-DD); style_for sets today
+  bool dated_system = false;   // Llama 3.1+: a system turn with the knowledge and today's dates
+  bool think = false;          // DeepSeek R1: the assistant turn opens with "<think>\n"
+  std::string date;  // harmony's "Current date", Llama 3.1+'s "Today Date"; style_for sets it
 };
 
 std::string_view family_name(Family f);

@@ -162,7 +162,7 @@ void HttpServer::Impl::health(httplib::Response& res) {
 std::shared_ptr<Flight> HttpServer::Impl::admit(Endpoint ep, const CompletionRequest& r) {
   Engine& e = *engine.load();
   JobInput in;
-  in.prompt = ep == Endpoint::chat ? chat_prompt_tokens(e.tokenizer(), r.messages)
+  in.prompt = ep == Endpoint::chat ? chat_prompt_tokens(e.tokenizer(), r.messages, o.chat_template)
                                    : e.tokenizer().encode(r.prompt, true);
   const auto n_prompt = static_cast<int64_t>(in.prompt.size());
   if (in.prompt.empty())

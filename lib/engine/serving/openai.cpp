@@ -210,11 +210,13 @@ std::string render_chat(const std::vector<ChatMessage>& messages) {
 }
 
 std::vector<int32_t> chat_prompt_tokens(const Tokenizer& tok,
-                                        const std::vector<ChatMessage>& messages) {
-  if (tok.chat_template().empty()) return tok.encode(render_chat(messages), true);
+                                        const std::vector<ChatMessage>& messages,
+                                        std::string_view chat_template) {
+  if (tok.chat_template().empty() && chat_template.empty())
+    return tok.encode(render_chat(messages), true);
   chat::Style style;
   try {
-    style = chat::style_for(tok.chat_template(), "");
+    style = chat::style_for(tok.chat_template(), chat_template);
   } catch (const std::exception& e) {
     throw ApiError(500, e.what(), "", "unsupported_chat_template", "server_error");
   }

@@ -61,10 +61,12 @@ std::string render_chat(const std::vector<ChatMessage>& messages);
 
 // The chat prompt's token ids: the model's template family (engine/chat)
 // renders the messages, its markup encoded as special tokens; a model with
-// no template gets render_chat's text. Throws ApiError (500) when the
-// model's template is none the engine renders.
+// no template gets render_chat's text. chat_template (a family name, serve's
+// --chat-template) overrides the model's. Throws ApiError (500) when the
+// model's template is none the engine renders and no override is given.
 std::vector<int32_t> chat_prompt_tokens(const Tokenizer& tok,
-                                        const std::vector<ChatMessage>& messages);
+                                        const std::vector<ChatMessage>& messages,
+                                        std::string_view chat_template = "");
 
 struct ReplyMeta {
   std::string id;  // cmpl-... or chatcmpl-...
