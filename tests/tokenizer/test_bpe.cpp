@@ -156,3 +156,39 @@ TEST_CASE("control tokens: split out only with parse_special, shown only when as
   CHECK(tok->is_eog(263));
   CHECK(tok->eog_ids() == std::vector<int32_t>{263});
 }
+
+TEST_CASE("end of generation: eot from the vocabulary, harmony's <|end|> is not one") {
+  static epyctune::testing::TempDir dir;
+  auto load = [&](std::vector<std::string> extra, std::unique_ptr<gguf::File>& keep) {
+    std::vector<std::string> tokens;
+    for (int b = 0; b < 256; ++b)
+      tokens.push_back(unicode::byte_to_unicode(static_cast<uint8_t>(b)));
+    std::vector<int32_t> types(256, 1);
+    for (auto& t : extra) {
+      tokens.push_back(t);
+      types.push_back(3);
+    }
+    gguf::Writer w;
+    w.set_string("tokenizer.ggml.model", "gpt2");
+    w.set_string("tokenizer.ggml.pre", "gpt-4o");
+    w.set_string_array("tokenizer.ggml.tokens", tokens);
+    w.set_i32_array("tokenizer.ggml.token_type", types);
+    w.set_string_array("tokenizer.ggml.merges", {});
+    w.set_u32("tokenizer.ggml.eos_token_id", 256);
+    const auto path = dir.path() / (std::to_string(extra.size()) + ".gguf");
+    w.begin(path);
+    w.finish();
+    keep = gguf::File::open(path);
+    return Tokenizer::from_gguf(*keep);
+  };
+  std::unique_ptr<gguf::File> k1, k2;
+  // 256 <|return|>, 257 <|end|>, 258 <|call|>, 259 <|message|>
+  auto harmony = load({"<|return|>", "<|end|>", "<|call|>", "<|message|>"}, k1);
+  CHECK(harmony->eog_ids() == std::vector<int32_t>{256, 258});
+  // Harmony's markup is rendered and always parsed, as llama.cpp does for its parser.
+  CHECK(harmony->token_type(259) == Tokenizer::TokenType::UserDefined);
+  CHECK(harmony->encode("<|message|>", false) == std::vector<int32_t>{259});
+  auto chatml = load({"<|endoftext|>", "<|im_end|>"}, k2);
+  CHECK(chatml->eot() == 257);
+  CHECK(chatml->eog_ids() == std::vector<int32_t>{256, 257});
+}
