@@ -19,6 +19,7 @@
 #include "apps/epyctune-engine/launch_options.hpp"
 #include "apps/epyctune-engine/progress.hpp"
 #include "common/cpulist.hpp"
+#include "engine/chat/chat_template.hpp"
 #include "engine/placement/launch_setup.hpp"
 #include "engine/serving/engine.hpp"
 
@@ -34,6 +35,8 @@ struct GenerateArgs {
   eng::sampling::SamplerParams sampler;
   bool json = false;
   eng::serving::EngineConfig engine;
+  bool chat = false;  // --chat: the prompt is a user message in the model's chat format
+  std::string system, chat_template;
 };
 
 double seconds(Clock::time_point a, Clock::time_point b) {
@@ -165,7 +168,9 @@ int run_generate(const GenerateArgs& a, bool prompt_given) {
   load_engine(e);
 
   RunResult r;
-  r.prompt = e.tokenizer().encode(prompt_text, true);
+  r.prompt = a.chat
+                 ? eng::chat::prompt_tokens(e.tokenizer(), a.system, prompt_text, a.chat_template)
+                 : e.tokenizer().encode(prompt_text, true);
   if (r.prompt.empty())
     throw std::invalid_argument("prompt: encodes to no tokens and the vocabulary adds no BOS");
   e.attach_driver();
@@ -230,6 +235,12 @@ void add_generate_command(CLI::App& app, GlobalOptions& global) {
       ->check(CLI::ExistingFile)
       ->excludes(prompt);
   add_generate_options(cmd, *args);
+  cmd->add_flag("--chat", args->chat,
+                "Wrap the prompt as a user turn in the model's chat template");
+  cmd->add_option("--system", args->system, "System message for --chat");
+  cmd->add_option("--chat-template", args->chat_template,
+                  "Chat format for --chat when the model's is unrecognised: chatml, llama3, "
+                  "deepseek, harmony");
   add_launch_options(cmd, args->engine.launch);
   cmd->callback([args, prompt, &global] {
     try {

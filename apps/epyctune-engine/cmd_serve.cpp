@@ -122,6 +122,9 @@ void add_serve_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_option("--queue", args->queue,
                   "Requests that may wait while one runs; more get 503 at once")
       ->capture_default_str();
+  cmd->add_option("--chat-template", args->http.chat_template,
+                  "Chat format when the model's template is unrecognised: chatml, llama3, "
+                  "deepseek, harmony");
   cmd->add_option("--model-alias", args->http.model_name,
                   "The model's name in replies and /v1/models (default: the file's stem)");
   cmd->add_option("--max-body", args->max_body, "Largest request body in bytes (larger: 413)")

@@ -1,4 +1,4 @@
-// epyctune-engine tokenize --model M (-p TEXT | -f F) [--bos] [--json]
+// epyctune-engine tokenize --model M (-p TEXT | -f F) [--bos] [--parse-special] [--json]
 //
 // Prints the token ids of each input, one line per input, in the format of
 // the shared test vectors (" id id id"), so that
@@ -26,6 +26,7 @@ struct TokenizeOptions {
   std::string text;
   std::string file;
   bool bos = false;
+  bool parse_special = false;
   bool json = false;
 };
 
@@ -47,10 +48,10 @@ int run_tokenize(const TokenizeOptions& o) {
     }
     std::string out;
     for (const auto& text : inputs) {
-      const auto ids = tok->encode(text, o.bos);
+      const auto ids = tok->encode(text, o.bos, o.parse_special);
       if (o.json) {
         nlohmann::json pieces = nlohmann::json::array();
-        for (int32_t id : ids) pieces.push_back(tok->token_to_piece(id));
+        for (int32_t id : ids) pieces.push_back(tok->token_to_piece(id, o.parse_special));
         const nlohmann::json j{{"text", text}, {"ids", ids}, {"pieces", pieces}};
         // Invalid UTF-8 in the input or a byte piece is shown as U+FFFD.
         out += j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -82,6 +83,8 @@ void add_tokenize_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_flag("--bos", opts->bos,
                 "prepend BOS when the vocabulary asks for it (default off, "
                 "as in the shared test vectors)");
+  cmd->add_flag("--parse-special", opts->parse_special,
+                "text spelling a control token (<|im_start|>) becomes that token");
   cmd->add_flag("--json", opts->json, "one JSON object per input: text, ids, pieces");
   cmd->callback([opts, text, file, &global] {
     if (text->count() == 0 && file->count() == 0) {

@@ -2,6 +2,8 @@
 // output is derived by hand in the comments, and the two pre-tokenizers.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include "engine/synth/gguf_writer.hpp"
 #include "engine/tokenizer/tokenizer.hpp"
 #include "engine/tokenizer/tokenizer_impl.hpp"
@@ -133,6 +135,60 @@ TEST_CASE("llama3 pre-tokenizer: whole-token pre-tokens skip merging and BOS is 
 
 TEST_CASE("a gpt2 vocabulary with an unknown pre-tokenizer is refused by name") {
   std::unique_ptr<gguf::File> keep;
-  CHECK_THROWS_WITH_AS(tiny_bpe("qwen2", keep), doctest::Contains("'qwen2' is not supported"),
+  CHECK_THROWS_WITH_AS(tiny_bpe("tekken", keep),
+                       doctest::Contains("'tekken' is not supported (supported: default"),
                        gguf::FormatError);
+  for (const char* pre : {"qwen2", "deepseek-v3", "gpt-4o"}) CHECK_NOTHROW(tiny_bpe(pre, keep));
+}
+
+TEST_CASE("control tokens: split out only with parse_special, shown only when asked") {
+  std::unique_ptr<gguf::File> keep;
+  auto tok = tiny_bpe("gpt2", keep);
+  const auto plain = tok->encode("he<|endoftext|>", false);
+  CHECK(plain.size() > 2);
+  CHECK(std::find(plain.begin(), plain.end(), 263) == plain.end());
+  CHECK(tok->encode("he<|endoftext|>", false, true) == std::vector<int32_t>{257, 263});
+  CHECK(tok->token_to_piece(263).empty());
+  CHECK(tok->token_to_piece(263, true) == "<|endoftext|>");
+  const std::vector<int32_t> ids{257, 263};
+  CHECK(tok->decode(ids) == "he");
+  CHECK(tok->decode(ids, true) == "he<|endoftext|>");
+  CHECK(tok->is_eog(263));
+  CHECK(tok->eog_ids() == std::vector<int32_t>{263});
+}
+
+TEST_CASE("end of generation: eot from the vocabulary, harmony's <|end|> is not one") {
+  static epyctune::testing::TempDir dir;
+  auto load = [&](std::vector<std::string> extra, std::unique_ptr<gguf::File>& keep) {
+    std::vector<std::string> tokens;
+    for (int b = 0; b < 256; ++b)
+      tokens.push_back(unicode::byte_to_unicode(static_cast<uint8_t>(b)));
+    std::vector<int32_t> types(256, 1);
+    for (auto& t : extra) {
+      tokens.push_back(t);
+      types.push_back(3);
+    }
+    gguf::Writer w;
+    w.set_string("tokenizer.ggml.model", "gpt2");
+    w.set_string("tokenizer.ggml.pre", "gpt-4o");
+    w.set_string_array("tokenizer.ggml.tokens", tokens);
+    w.set_i32_array("tokenizer.ggml.token_type", types);
+    w.set_string_array("tokenizer.ggml.merges", {});
+    w.set_u32("tokenizer.ggml.eos_token_id", 256);
+    const auto path = dir.path() / (std::to_string(extra.size()) + ".gguf");
+    w.begin(path);
+    w.finish();
+    keep = gguf::File::open(path);
+    return Tokenizer::from_gguf(*keep);
+  };
+  std::unique_ptr<gguf::File> k1, k2;
+  // 256 <|return|>, 257 <|end|>, 258 <|call|>, 259 <|message|>
+  auto harmony = load({"<|return|>", "<|end|>", "<|call|>", "<|message|>"}, k1);
+  CHECK(harmony->eog_ids() == std::vector<int32_t>{256, 258});
+  // Harmony's markup is rendered and always parsed, as llama.cpp does for its parser.
+  CHECK(harmony->token_type(259) == Tokenizer::TokenType::UserDefined);
+  CHECK(harmony->encode("<|message|>", false) == std::vector<int32_t>{259});
+  auto chatml = load({"<|endoftext|>", "<|im_end|>"}, k2);
+  CHECK(chatml->eot() == 257);
+  CHECK(chatml->eog_ids() == std::vector<int32_t>{256, 257});
 }

@@ -161,9 +161,9 @@ void HttpServer::Impl::health(httplib::Response& res) {
 // Checks, tokenizes and queues one request; throws ApiError.
 std::shared_ptr<Flight> HttpServer::Impl::admit(Endpoint ep, const CompletionRequest& r) {
   Engine& e = *engine.load();
-  const std::string text = ep == Endpoint::chat ? render_chat(r.messages) : r.prompt;
   JobInput in;
-  in.prompt = e.tokenizer().encode(text, true);
+  in.prompt = ep == Endpoint::chat ? chat_prompt_tokens(e.tokenizer(), r.messages, o.chat_template)
+                                   : e.tokenizer().encode(r.prompt, true);
   const auto n_prompt = static_cast<int64_t>(in.prompt.size());
   if (in.prompt.empty())
     throw ApiError(400, "the prompt encodes to no tokens",

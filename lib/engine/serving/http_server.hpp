@@ -20,6 +20,7 @@ struct ServeOptions {
   int port = 8080;  // 0: a free port
   size_t queue = 8;
   std::string model_name;     // what replies and /v1/models call the model
+  std::string chat_template;  // --chat-template: a family name overriding the model's
   size_t max_body = 1 << 20;  // larger request bodies get 413
   size_t http_threads = 0;    // 0: queue + 1 + kSpareHttpThreads
   static constexpr size_t kSpareHttpThreads = 8;

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <limits>
 
+#include "engine/chat/chat_template.hpp"
+
 namespace epyctune::engine::serving {
 namespace {
 
@@ -205,6 +207,25 @@ std::string render_chat(const std::vector<ChatMessage>& messages) {
     out += role + ": " + m.content + "\n\n";
   }
   return out + "Assistant:";
+}
+
+std::vector<int32_t> chat_prompt_tokens(const Tokenizer& tok,
+                                        const std::vector<ChatMessage>& messages,
+                                        std::string_view chat_template) {
+  if (tok.chat_template().empty() && chat_template.empty())
+    return tok.encode(render_chat(messages), true);
+  chat::Style style;
+  try {
+    style = chat::style_for(tok.chat_template(), chat_template);
+  } catch (const std::exception& e) {
+    throw ApiError(500, e.what(), "", "unsupported_chat_template", "server_error");
+  }
+  std::vector<chat::Message> msgs;
+  msgs.reserve(messages.size());
+  // OpenAI's newer "developer" role is the system prompt to these templates.
+  for (const auto& m : messages)
+    msgs.push_back({m.role == "developer" ? "system" : m.role, m.content});
+  return tok.encode(chat::render(style, msgs, true), false, true);
 }
 
 json usage_json(const Usage& u) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/sampling/sampler.hpp"
+#include "engine/tokenizer/tokenizer.hpp"
 
 namespace epyctune::engine::serving {
 
@@ -53,10 +54,19 @@ struct CompletionRequest {
 // do (n > 1, echo, logprobs, penalties).
 CompletionRequest parse_request(Endpoint endpoint, std::string_view body);
 
-// The chat prompt. A GGUF's tokenizer.chat_template (Jinja) is not executed:
+// The fallback chat prompt, for a model without tokenizer.chat_template:
 // every message becomes "Role: content" followed by a blank line, and the
 // prompt ends with "Assistant:" for the model to continue (docs/serve.md).
 std::string render_chat(const std::vector<ChatMessage>& messages);
+
+// The chat prompt's token ids: the model's template family (engine/chat)
+// renders the messages, its markup encoded as special tokens; a model with
+// no template gets render_chat's text. chat_template (a family name, serve's
+// --chat-template) overrides the model's. Throws ApiError (500) when the
+// model's template is none the engine renders and no override is given.
+std::vector<int32_t> chat_prompt_tokens(const Tokenizer& tok,
+                                        const std::vector<ChatMessage>& messages,
+                                        std::string_view chat_template = "");
 
 struct ReplyMeta {
   std::string id;  // cmpl-... or chatcmpl-...

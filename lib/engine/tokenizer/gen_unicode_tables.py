@@ -1,31 +1,38 @@
 #!/usr/bin/env python3
-"""Writes unicode_tables.cpp: code point ranges of the general categories
-L* (letters) and N* (numbers), from Python's unicodedata. The pre-tokenizers
-only ask "is this \\p{L} / \\p{N}", so two sorted range tables are enough and
-the engine needs no ICU. Run: python3 gen_unicode_tables.py > unicode_tables.cpp"""
-import sys
+"""Writes unicode_tables.cpp: the general-category classes the pre-tokenizer
+patterns ask about (\\p{L} and its Lu/Ll/Lt/Lm/Lo parts, \\p{M}, \\p{N},
+\\p{P}, \\p{S}), from Python's unicodedata, as one sorted table of code point
+ranges with a bit per class, so the engine needs no ICU and one lookup
+answers every class. Run: python3 gen_unicode_tables.py > unicode_tables.cpp"""
 import unicodedata
 
+BITS = {"Lu": 1, "Ll": 2, "Lt": 4, "Lm": 8, "Lo": 16}
 
-def ranges(pred):
-    out, start = [], None
-    for cp in range(0x110000):
-        ok = pred(unicodedata.category(chr(cp)))
-        if ok and start is None:
-            start = cp
-        if not ok and start is not None:
-            out.append((start, cp - 1))
-            start = None
-    if start is not None:
-        out.append((start, 0x10FFFF))
+
+def flags(cat):
+    if cat in BITS:
+        return BITS[cat]
+    return {"M": 32, "N": 64, "P": 128, "S": 256}.get(cat[0], 0)
+
+
+def ranges():
+    out, start, cur = [], 0, flags(unicodedata.category(chr(0)))
+    for cp in range(1, 0x110000):
+        f = flags(unicodedata.category(chr(cp)))
+        if f != cur:
+            if cur:
+                out.append((start, cp - 1, cur))
+            start, cur = cp, f
+    if cur:
+        out.append((start, 0x10FFFF, cur))
     return out
 
 
-def emit(name, rs):
-    print(f"const Range {name}[] = {{")
+def emit(rs):
+    print("const Range kRanges[] = {")
     line = " "
-    for a, b in rs:
-        item = f" {{0x{a:X}, 0x{b:X}}},"
+    for a, b, f in rs:
+        item = f" {{0x{a:X}, 0x{b:X}, {f}}},"
         if len(line) + len(item) > 98:
             print(line)
             line = " "
@@ -40,33 +47,31 @@ print()
 print("namespace epyctune::engine::unicode {")
 print("namespace {")
 print("struct Range {")
-print("  uint32_t lo, hi;")
+print("  uint32_t lo, hi, flags;")
 print("};")
 print("// clang-format off")
-emit("kLetters", ranges(lambda c: c.startswith("L")))
-emit("kNumbers", ranges(lambda c: c.startswith("N")))
+emit(ranges())
 print("// clang-format on")
-print("""
-template <size_t N>
-bool in(const Range (&t)[N], uint32_t cp) {
-  size_t lo = 0, hi = N;
+print("""}  // namespace
+
+uint32_t categories(uint32_t cp) {
+  size_t lo = 0, hi = sizeof(kRanges) / sizeof(kRanges[0]);
   while (lo < hi) {
     const size_t mid = (lo + hi) / 2;
-    if (cp < t[mid].lo) hi = mid;
-    else if (cp > t[mid].hi) lo = mid + 1;
-    else return true;
+    if (cp < kRanges[mid].lo) hi = mid;
+    else if (cp > kRanges[mid].hi) lo = mid + 1;
+    else return kRanges[mid].flags;
   }
-  return false;
+  return 0;
 }
-}  // namespace
 
 bool is_letter(uint32_t cp) {
   if (cp < 0x80) return (cp | 0x20) >= 'a' && (cp | 0x20) <= 'z';
-  return in(kLetters, cp);
+  return (categories(cp) & kLetter) != 0;
 }
 bool is_number(uint32_t cp) {
   if (cp < 0x80) return cp >= '0' && cp <= '9';
-  return in(kNumbers, cp);
+  return (categories(cp) & kNumber) != 0;
 }
 
 }  // namespace epyctune::engine::unicode""")

@@ -57,6 +57,110 @@ std::string replace_all(std::string_view s, std::string_view from, std::string_v
   return out;
 }
 
+// The pre-tokenizer names llama.cpp's converter writes for each pattern.
+struct PreName {
+  std::string_view name;
+  PreTokenizer pre;
+};
+constexpr PreName kPreNames[] = {
+    {"default", PreTokenizer::Gpt2},
+    {"gpt2", PreTokenizer::Gpt2},
+    {"gpt-2", PreTokenizer::Gpt2},
+    {"llama3", PreTokenizer::Llama3},
+    {"llama-bpe", PreTokenizer::Llama3},
+    {"llama-v3", PreTokenizer::Llama3},
+    {"smaug-bpe", PreTokenizer::Llama3},
+    {"qwen2", PreTokenizer::Qwen2},
+    {"deepseek-v3", PreTokenizer::DeepseekV3},
+    {"gpt-4o", PreTokenizer::Gpt4o},
+};
+
+void load_bpe(const gguf::File& f, Tokenizer::Impl& m) {
+  const std::string pre = f.get_string("tokenizer.ggml.pre").value_or("default");
+  const auto* hit = std::find_if(std::begin(kPreNames), std::end(kPreNames),
+                                 [&](const PreName& p) { return p.name == pre; });
+  if (hit == std::end(kPreNames)) {
+    std::string names;
+    for (const auto& p : kPreNames) names += fmt::format("{}{}", names.empty() ? "" : ", ", p.name);
+    bad(f, "tokenizer.ggml.pre",
+        fmt::format("pre-tokenizer '{}' is not supported (supported: {})", pre, names));
+  }
+  m.pre = hit->pre;
+  // llama.cpp skips the merges for a pre-token that is a whole token only
+  // for Llama 3's vocabulary.
+  m.ignore_merges = m.pre == PreTokenizer::Llama3;
+  const gguf::Array* merges =
+      array_of(f, "tokenizer.ggml.merges", SIZE_MAX, {gguf::ValueType::STRING});
+  if (!merges) bad(f, "tokenizer.ggml.merges", "missing; a gpt2 tokenizer needs its merges");
+  m.merges.reserve(merges->items.size());
+  for (const auto& it : merges->items) m.merges.push_back(std::get<std::string>(it.v));
+  m.merge_rank.reserve(m.merges.size());
+  for (size_t i = 0; i < m.merges.size(); ++i) {
+    const std::string& s = m.merges[i];
+    const size_t sp = s.find(' ', 1);
+    if (sp == std::string::npos || sp + 1 >= s.size())
+      bad(f, "tokenizer.ggml.merges",
+          fmt::format("merge #{} '{}' is not two symbols separated by a space", i, s));
+    m.merge_rank.emplace(s, static_cast<int32_t>(i));  // first listing wins
+  }
+}
+
+// BOS/EOS/EOT/EOM ids, the tokens matched verbatim in input, and the set of
+// tokens that end generation.
+void load_special(const gguf::File& f, Tokenizer::Impl& m, bool spm) {
+  using TokenType = Tokenizer::TokenType;
+  const size_t n = m.tokens.size();
+  // Defaults are llama.cpp's for each model when the file does not say.
+  m.bos = token_id(f, "tokenizer.ggml.bos_token_id", spm ? 1 : 11, n);
+  m.eos = token_id(f, "tokenizer.ggml.eos_token_id", spm ? 2 : 11, n);
+  m.unk = token_id(f, "tokenizer.ggml.unknown_token_id", spm ? 0 : -1, n);
+  m.pad = token_id(f, "tokenizer.ggml.padding_token_id", -1, n);
+  m.eot = token_id(f, "tokenizer.ggml.eot_token_id", -1, n);
+  m.eom = token_id(f, "tokenizer.ggml.eom_token_id", -1, n);
+  m.add_bos =
+      f.get_bool("tokenizer.ggml.add_bos_token").value_or(spm || m.pre == PreTokenizer::Llama3);
+  m.add_space_prefix = f.get_bool("tokenizer.ggml.add_space_prefix").value_or(spm);
+  m.chat_template = f.get_string("tokenizer.chat_template").value_or("");
+
+  // Harmony's markup must survive detokenization for its parser, so llama.cpp
+  // treats it as user-defined whatever the file says.
+  for (std::string_view s : {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"})
+    if (const int32_t id = m.find(s); id >= 0 && m.types[id] == TokenType::Control)
+      m.types[id] = TokenType::UserDefined;
+
+  for (size_t i = 0; i < n; ++i) {
+    if (m.tokens[i].empty()) continue;
+    if (m.types[i] == TokenType::UserDefined) m.user_defined.push_back(static_cast<int32_t>(i));
+    if (m.types[i] == TokenType::UserDefined || m.types[i] == TokenType::Control)
+      m.specials.push_back(static_cast<int32_t>(i));
+  }
+  auto longest_first = [&](int32_t a, int32_t b) {
+    return m.tokens[a].size() > m.tokens[b].size();
+  };
+  std::stable_sort(m.user_defined.begin(), m.user_defined.end(), longest_first);
+  std::stable_sort(m.specials.begin(), m.specials.end(), longest_first);
+
+  // Without an eot key, llama.cpp takes the first end-of-turn token the vocabulary has.
+  for (std::string_view s :
+       {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<EOT>", "<｜end▁of▁sentence｜>"})
+    if (const int32_t id = m.find(s); m.eot < 0 && id >= 0) m.eot = id;
+
+  m.eog.assign(n, false);
+  for (int32_t id : {m.eos, m.eot, m.eom})
+    if (id >= 0) m.eog[id] = true;
+  // Chat vocabularies end turns with these even when no key names them (llama.cpp's list).
+  for (std::string_view s : {"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>",
+                             "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>",
+                             "<｜end▁of▁sentence｜>", "<end_of_utterance>"})
+    if (const int32_t id = m.find(s);
+        id >= 0 && (m.types[id] == TokenType::Control || m.types[id] == TokenType::UserDefined))
+      m.eog[id] = true;
+  // Harmony ends a message with <|end|> and the turn with <|return|> or
+  // <|call|>: generation goes on past <|end|> (the analysis channel's end).
+  if (m.find("<|return|>") >= 0 && m.find("<|call|>") >= 0)
+    if (const int32_t id = m.find("<|end|>"); id >= 0 && id != m.eos) m.eog[id] = false;
+}
+
 }  // namespace
 
 std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const gguf::File& f) {
@@ -108,68 +212,16 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const gguf::File& f) {
   if (spm)
     for (int b = 0; b < 256; ++b) m->byte_token[b] = m->find(fmt::format("<0x{:02X}>", b));
 
-  std::string pre = f.get_string("tokenizer.ggml.pre").value_or("default");
-  if (!spm) {
-    if (pre == "default" || pre == "gpt2" || pre == "gpt-2") {
-      m->pre = PreTokenizer::Gpt2;
-    } else if (pre == "llama3" || pre == "llama-bpe" || pre == "llama-v3" || pre == "smaug-bpe") {
-      m->pre = PreTokenizer::Llama3;
-      m->ignore_merges = true;
-    } else {
-      bad(f, "tokenizer.ggml.pre",
-          fmt::format("pre-tokenizer '{}' is not supported (default, gpt2, llama3, llama-bpe, "
-                      "smaug-bpe)",
-                      pre));
-    }
-    const gguf::Array* merges =
-        array_of(f, "tokenizer.ggml.merges", SIZE_MAX, {gguf::ValueType::STRING});
-    if (!merges) bad(f, "tokenizer.ggml.merges", "missing; a gpt2 tokenizer needs its merges");
-    m->merges.reserve(merges->items.size());
-    for (const auto& it : merges->items) m->merges.push_back(std::get<std::string>(it.v));
-    m->merge_rank.reserve(m->merges.size());
-    for (size_t i = 0; i < m->merges.size(); ++i) {
-      const std::string& s = m->merges[i];
-      const size_t sp = s.find(' ', 1);
-      if (sp == std::string::npos || sp + 1 >= s.size())
-        bad(f, "tokenizer.ggml.merges",
-            fmt::format("merge #{} '{}' is not two symbols separated by a space", i, s));
-      m->merge_rank.emplace(s, static_cast<int32_t>(i));  // first listing wins
-    }
-  }
-
-  // Defaults are llama.cpp's for each model when the file does not say.
-  m->bos = token_id(f, "tokenizer.ggml.bos_token_id", spm ? 1 : 11, n);
-  m->eos = token_id(f, "tokenizer.ggml.eos_token_id", spm ? 2 : 11, n);
-  m->unk = token_id(f, "tokenizer.ggml.unknown_token_id", spm ? 0 : -1, n);
-  m->pad = token_id(f, "tokenizer.ggml.padding_token_id", -1, n);
-  m->add_bos =
-      f.get_bool("tokenizer.ggml.add_bos_token").value_or(spm || m->pre == PreTokenizer::Llama3);
-  m->add_space_prefix = f.get_bool("tokenizer.ggml.add_space_prefix").value_or(spm);
-
-  for (size_t i = 0; i < n; ++i)
-    if (m->types[i] == TokenType::UserDefined && !m->tokens[i].empty())
-      m->user_defined.push_back(static_cast<int32_t>(i));
-  std::stable_sort(m->user_defined.begin(), m->user_defined.end(),
-                   [&](int32_t a, int32_t b) { return m->tokens[a].size() > m->tokens[b].size(); });
-
-  m->eog.assign(n, false);
-  if (m->eos >= 0) m->eog[m->eos] = true;
-  for (const char* key : {"tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"})
-    if (const int32_t id = token_id(f, key, -1, n); id >= 0) m->eog[id] = true;
-  // Chat vocabularies end turns with these even when no key names them.
-  for (std::string_view s : {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",
-                             "<|endoftext|>", "<|eom_id|>", "<EOT>"})
-    if (const int32_t id = m->find(s);
-        id >= 0 && (m->types[id] == TokenType::Control || m->types[id] == TokenType::UserDefined))
-      m->eog[id] = true;
-
+  if (!spm) load_bpe(f, *m);
+  load_special(f, *m, spm);
   return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(m)));
 }
 
 Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Tokenizer::~Tokenizer() = default;
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos) const {
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos,
+                                       bool parse_special) const {
   const Impl& m = *impl_;
   std::vector<int32_t> out;
   if (add_bos && m.add_bos && m.bos >= 0) out.push_back(m.bos);
@@ -187,12 +239,13 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos) cons
     }
     prev_special = false;
   };
-  // User-defined tokens are matched verbatim before the model sees the text.
+  // Special tokens are matched verbatim before the model sees the text.
+  const std::vector<int32_t>& specials = parse_special ? m.specials : m.user_defined;
   size_t start = 0;
   size_t i = 0;
-  while (i < text.size() && !m.user_defined.empty()) {
+  while (i < text.size() && !specials.empty()) {
     int32_t hit = -1;
-    for (int32_t id : m.user_defined)
+    for (int32_t id : specials)
       if (text.compare(i, m.tokens[id].size(), m.tokens[id]) == 0) {
         hit = id;
         break;
@@ -211,7 +264,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos) cons
   return out;
 }
 
-std::string Tokenizer::token_to_piece(int32_t id) const {
+std::string Tokenizer::token_to_piece(int32_t id, bool special) const {
   const Impl& m = *impl_;
   if (id < 0 || id >= n_vocab())
     throw std::out_of_range(
@@ -219,6 +272,7 @@ std::string Tokenizer::token_to_piece(int32_t id) const {
   const std::string& t = m.tokens[id];
   switch (m.types[id]) {
     case TokenType::Control:
+      if (special) return t;
       return {};
     case TokenType::Byte: {
       auto hex = [](char c) {
@@ -251,12 +305,12 @@ std::string Tokenizer::token_to_piece(int32_t id) const {
   return out;
 }
 
-std::string Tokenizer::decode(std::span<const int32_t> ids) const {
+std::string Tokenizer::decode(std::span<const int32_t> ids, bool special) const {
   std::string out;
   bool first = true;
   for (int32_t id : ids) {
-    if (token_type(id) == TokenType::Control) continue;
-    std::string piece = token_to_piece(id);
+    if (!special && token_type(id) == TokenType::Control) continue;
+    std::string piece = token_to_piece(id, special);
     if (first && impl_->add_space_prefix && !piece.empty() && piece[0] == ' ') piece.erase(0, 1);
     first = false;
     out += piece;
@@ -275,6 +329,24 @@ int32_t Tokenizer::unk() const {
 }
 int Tokenizer::n_vocab() const {
   return static_cast<int>(impl_->tokens.size());
+}
+int32_t Tokenizer::pad() const {
+  return impl_->pad;
+}
+int32_t Tokenizer::eot() const {
+  return impl_->eot;
+}
+std::vector<int32_t> Tokenizer::eog_ids() const {
+  std::vector<int32_t> out;
+  for (size_t i = 0; i < impl_->eog.size(); ++i)
+    if (impl_->eog[i]) out.push_back(static_cast<int32_t>(i));
+  return out;
+}
+const std::string& Tokenizer::chat_template() const {
+  return impl_->chat_template;
+}
+int32_t Tokenizer::find_token(std::string_view text) const {
+  return impl_->find(text);
 }
 bool Tokenizer::is_eog(int32_t id) const {
   return id >= 0 && id < n_vocab() && impl_->eog[static_cast<size_t>(id)];

@@ -5,7 +5,8 @@
 //   "gpt2":  byte-level BPE; merge ranks, GPT-2 byte-to-unicode mapping, and
 //            the pre-tokenizer named by tokenizer.ggml.pre: "gpt2"/"gpt-2"/
 //            "default"/absent -> GPT-2's pattern; "llama3"/"llama-bpe"/
-//            "llama-v3"/"smaug-bpe" -> Llama 3's; anything else is refused.
+//            "llama-v3"/"smaug-bpe" -> Llama 3's; "qwen2"; "deepseek-v3";
+//            "gpt-4o" (o200k); anything else is refused, naming these.
 // Differences from llama.cpp, both deliberate: a missing or "default" pre is
 // GPT-2's own pattern (llama.cpp uses a legacy approximation there), and
 // malformed UTF-8 bytes are kept as bytes (llama.cpp turns them into U+FFFD),
@@ -44,20 +45,29 @@ class Tokenizer {
 
   // Token ids of text. add_bos: prepend BOS when the vocabulary asks for it
   // (tokenizer.ggml.add_bos_token; default true for "llama", false for "gpt2").
-  // Text that spells a control token ("<s>") is encoded as plain text.
-  std::vector<int32_t> encode(std::string_view text, bool add_bos) const;
-  // The bytes a token stands for (control tokens give "").
-  std::string token_to_piece(int32_t id) const;
+  // User-defined token texts always become their token; control token texts
+  // ("<|im_start|>") do only with parse_special, as llama.cpp's
+  // parse_special: a chat template's markup does, a user's text does not.
+  std::vector<int32_t> encode(std::string_view text, bool add_bos,
+                              bool parse_special = false) const;
+  // The bytes a token stands for; control tokens give "" unless special.
+  std::string token_to_piece(int32_t id, bool special = false) const;
   // Concatenated pieces; with a leading-space-prefix vocabulary the space that
   // encode() added is removed again, so decode(encode(x, false)) == x.
-  std::string decode(std::span<const int32_t> ids) const;
+  std::string decode(std::span<const int32_t> ids, bool special = false) const;
 
   int32_t bos() const;
   int32_t eos() const;
   int32_t unk() const;  // -1 when the vocabulary has none
   int32_t pad() const;  // -1 when the vocabulary has none
   int n_vocab() const;
-  bool is_eog(int32_t id) const;  // end of generation: eos, eot, and their kin
+  int32_t eot() const;            // end of turn; -1 when the vocabulary has none
+  bool is_eog(int32_t id) const;  // end of generation: eos, eot, eom, and their kin
+  std::vector<int32_t> eog_ids() const;
+  // The id of a token spelled exactly text, -1 when there is none.
+  int32_t find_token(std::string_view text) const;
+  // The model's Jinja chat template (tokenizer.chat_template), "" when it has none.
+  const std::string& chat_template() const;
   Kind kind() const;
   bool add_bos() const;
   // The token's text as stored in the vocabulary ("▁the", "<0x0A>", "Ġthe").

@@ -10,7 +10,7 @@
 
 namespace epyctune::engine {
 
-enum class PreTokenizer { Gpt2, Llama3 };
+enum class PreTokenizer { Gpt2, Llama3, Qwen2, DeepseekV3, Gpt4o };
 
 struct Tokenizer::Impl {
   Kind kind = Kind::Spm;
@@ -28,7 +28,10 @@ struct Tokenizer::Impl {
   bool add_space_prefix = true;
   int32_t byte_token[256];            // SPM <0xXX> ids, -1 where missing
   std::vector<int32_t> user_defined;  // matched verbatim in input, longest first
+  std::vector<int32_t> specials;      // user-defined and control, longest first
   std::vector<bool> eog;
+  int32_t eot = -1, eom = -1;
+  std::string chat_template;  // tokenizer.chat_template, "" when absent
 
   int32_t find(std::string_view s) const {
     auto it = token_to_id.find(s);

@@ -22,6 +22,21 @@ struct CodePoint {
 std::vector<CodePoint> decode_utf8(std::string_view s);
 void append_utf8(std::string& out, uint32_t cp);
 
+// General-category bits, as the pre-tokenizer patterns name them.
+enum Category : uint32_t {
+  kLu = 1,
+  kLl = 2,
+  kLt = 4,
+  kLm = 8,
+  kLo = 16,
+  kLetter = kLu | kLl | kLt | kLm | kLo,
+  kMark = 32,          // \p{M}
+  kNumber = 64,        // \p{N}
+  kPunctuation = 128,  // \p{P}
+  kSymbol = 256,       // \p{S}
+};
+uint32_t categories(uint32_t cp);  // the Category bits of cp (0 for none)
+
 bool is_letter(uint32_t cp);      // general category L*
 bool is_number(uint32_t cp);      // general category N*
 bool is_whitespace(uint32_t cp);  // the White_Space property, as regex \s
