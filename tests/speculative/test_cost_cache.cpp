@@ -6,6 +6,7 @@
 #include <string>
 
 #include "engine/speculative/cost_model.hpp"
+#include "engine/speculative/mode_choice.hpp"
 #include "speculative/toy_lm.hpp"
 #include "test_util.hpp"
 
@@ -73,6 +74,48 @@ TEST_CASE("cost cache: a malformed file is measured again and replaced") {
   CHECK(note.find("from") != std::string::npos);
   cached_pass_times(m, "toy", 5, false, &note);
   CHECK(m.passes > passes);  // bypassed
+  if (old)
+    ::setenv("XDG_CACHE_HOME", saved.c_str(), 1);
+  else
+    ::unsetenv("XDG_CACHE_HOME");
+}
+
+TEST_CASE("auto mode: shared or partitioned from the cached figures") {
+  TempDir d;
+  const char* old = std::getenv("XDG_CACHE_HOME");
+  const std::string saved = old ? old : "";
+  ::setenv("XDG_CACHE_HOME", d.str().c_str(), 1);
+  const auto t = d.path() / "t.gguf", dr = d.path() / "d.gguf";
+  write_file(t, "target");
+  write_file(dr, "draft");
+  CpuPlan part;
+  part.mode = SpecMode::partitioned;
+  part.draft_cpus = {1};
+  part.verify_cpus = {0};
+  part.reason = "auto";
+  const ModeChoiceInput in{part, t.string(), dr.string(), "avx2", 16, 0.7};
+  // Nothing cached: the plan stays, and says how to get figures.
+  auto p = choose_mode(in);
+  CHECK(p.mode == SpecMode::partitioned);
+  CHECK(p.reason.find("no measured figures") != std::string::npos);
+
+  auto put = [&](const std::filesystem::path& m, const std::string& cpus, PassTimes pt) {
+    const auto key = cost_cache_key(m, cpus, "avx2");
+    write_cost_cache(cost_cache_file(cost_cache_dir(), key), key, pt);
+  };
+  put(t, "0-1", {{1, 17}, {1.0, 2.0}});
+  put(dr, "0-1", {{1}, {0.1}});
+  put(dr, "1", {{1}, {0.2}});
+  // The target on one CPU is much slower: time-sharing both CPUs wins.
+  put(t, "0", {{1, 17}, {1.6, 3.6}});
+  p = choose_mode(in);
+  CHECK(p.mode == SpecMode::shared);
+  CHECK(p.shared_cpus == std::vector<int>{0, 1});
+  CHECK(p.reason.find("measured costs") != std::string::npos);
+  // Bandwidth-bound: one CPU verifies as fast, and drafting overlaps.
+  put(t, "0", {{1, 17}, {1.0, 2.0}});
+  p = choose_mode(in);
+  CHECK(p.mode == SpecMode::partitioned);
   if (old)
     ::setenv("XDG_CACHE_HOME", saved.c_str(), 1);
   else
