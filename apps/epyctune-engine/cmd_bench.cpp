@@ -467,8 +467,10 @@ void add_bench_command(CLI::App& app, GlobalOptions& global) {
                     ->check(CLI::ExistingFile);
   auto* spec = cmd->add_option("--spec", sp.spec, "Speculative configurations: adaptive and/or K")
                    ->delimiter(',');
-  cmd->add_option("-n,--n-predict", sp.n_predict, "Tokens per decode (speculative bench)")
-      ->capture_default_str();
+  auto* n = cmd->add_option("-n,--n-predict", sp.n_predict,
+                            "Tokens per decode (with --draft/--spec only: plain passes are "
+                            "--passes)")
+                ->capture_default_str();
   cmd->add_option("--prompt,-p", sp.prompt, "Prompt text (speculative bench)");
   cmd->add_option("--spec-mode", sp.spec_mode, "partitioned | shared | auto")
       ->capture_default_str();
@@ -476,8 +478,14 @@ void add_bench_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_flag(
       "--no-cost-cache", [&sp](int64_t) { sp.cost_cache = false; },
       "Measure pass times afresh instead of reading the cached ones");
-  cmd->callback([o, &global, draft, spec] {
-    if (draft->count() + spec->count() == 0) return void(global.exit_code = run_bench(*o));
+  cmd->callback([o, &global, draft, spec, n] {
+    if (draft->count() + spec->count() == 0) {
+      if (n->count() > 0)
+        throw CLI::ValidationError("-n",
+                                   "tokens to decode: only with --draft or --spec; "
+                                   "forward passes per repetition are --passes");
+      return void(global.exit_code = run_bench(*o));
+    }
     auto s = o->spec;
     s.model = o->model;
     s.repeat = o->repeat;

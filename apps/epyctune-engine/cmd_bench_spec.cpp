@@ -6,12 +6,14 @@
 #include <algorithm>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "apps/epyctune-engine/bench_spec.hpp"
 #include "common/cpulist.hpp"
+#include "engine/kernels/kernels.hpp"
 #include "engine/runtime/bandwidth.hpp"
 #include "engine/serving/engine.hpp"
 #include "engine/speculative/speculative.hpp"
@@ -75,15 +77,15 @@ std::vector<double> accept_by_pos(const spec::SpecStats& s) {
 
 // What the cost model predicts for the rounds this configuration ran: each
 // round's expected tokens (from the measured acceptance by position) over
-// its predicted time, against plain decoding.
-double predicted(const spec::CostModel& c, const Runs& r) {
+// its predicted time, against plain decoding's predicted single-token pass.
+double predicted(const spec::CostModel& c, double plain_s, const Runs& r) {
   const auto a = accept_by_pos(r.sum);
   double tokens = 0, time = 0;
   for (const auto& [k, n] : r.k_hist) {
     tokens += double(n) * spec::expected_tokens(k, a);
     time += double(n) * c.round_seconds(k);
   }
-  return time > 0 ? tokens / time * c.verify_seconds(0) : 1.0;
+  return time > 0 ? tokens / time * plain_s : 1.0;
 }
 
 // K over time, run-length coded: "4x3 8x12 0x40" (K x rounds).
@@ -114,7 +116,7 @@ void accumulate(Runs& r, const spec::SpecStats& st) {
   for (int16_t k : st.k_trace) ++r.k_hist[k];
 }
 
-std::vector<int32_t> run_once(eng::serving::Engine& e, const Config& c,
+std::vector<int32_t> run_once(eng::serving::Engine& e, eng::CausalLM& target, const Config& c,
                               const std::vector<int32_t>& prompt, const SpecBenchOptions& o,
                               spec::SpecStats& st) {
   spec::SpecOptions so;
@@ -125,10 +127,22 @@ std::vector<int32_t> run_once(eng::serving::Engine& e, const Config& c,
   so.mode = e.plan().mode;
   so.null_logits_ok = true;
   so.max_batch = 64;
-  spec::Generator g(e.target(), c.k > 0 ? e.draft() : nullptr, {}, so);
+  if (c.k == 0) so.mode = spec::SpecMode::shared;
+  spec::Generator g(target, c.k > 0 ? e.draft() : nullptr, {}, so);
   auto out = g.generate(prompt, o.n_predict);
   st = g.stats();
   return out;
+}
+
+// The cost model's single-token pass of the plain baseline: the verify
+// pass at K=0, or (partitioned) the plain engine's target on all the CPUs.
+double plain_pass_seconds(eng::serving::Engine& e, eng::serving::Engine* plain,
+                          const SpecBenchOptions& o) {
+  if (!plain) return e.cost_model().verify_seconds(0);
+  const std::string key =
+      spec::cost_cache_key(o.model, common::format_cpulist(plain->target().pool().cpus()),
+                           eng::kernels::isa_name(eng::kernels::active_isa()));
+  return spec::cached_pass_times(plain->target(), key, 1, o.cost_cache).at(1);
 }
 
 struct Roofline {
@@ -145,7 +159,7 @@ Roofline measure_roofline(eng::serving::Engine& e, const SpecBenchOptions& o) {
 }
 
 nlohmann::json config_json(const Config& c, const Runs& r, double plain_tps,
-                           const spec::CostModel& cost) {
+                           const spec::CostModel& cost, double plain_s) {
   const double tps = median(r.tps);
   nlohmann::json j = {{"name", c.name},
                       {"adaptive", c.adaptive},
@@ -159,12 +173,12 @@ nlohmann::json config_json(const Config& c, const Runs& r, double plain_tps,
   j["acceptance_by_position"] = accept_by_pos(r.sum);
   j["k_histogram"] = hist;
   j["k_timeline_last_run"] = timeline(r.last.k_trace);
-  j["predicted_ratio"] = predicted(cost, r);
+  j["predicted_ratio"] = predicted(cost, plain_s, r);
   return j;
 }
 
 void print_table(const std::vector<Config>& cfgs, const std::vector<Runs>& runs,
-                 const spec::CostModel& cost) {
+                 const spec::CostModel& cost, double plain_s) {
   const double plain = median(runs[0].tps);
   fmt::print("{:<10} {:>9} {:>8} {:>10} {:>7}  {}\n", "config", "tok/s", "x plain", "predicted",
              "accept", "acceptance by position 1..8");
@@ -173,14 +187,14 @@ void print_table(const std::vector<Config>& cfgs, const std::vector<Runs>& runs,
     const double tps = median(r.tps);
     if (cfgs[i].k == 0) {
       fmt::print("{:<10} {:>9.2f} {:>8.2f} {:>10.2f}\n", cfgs[i].name, tps, 1.0,
-                 1.0 / cost.verify_seconds(0) / plain);
+                 1.0 / plain_s / plain);
       continue;
     }
     std::string pos;
     const auto a = accept_by_pos(r.sum);
     for (size_t p = 0; p < std::min<size_t>(a.size(), 8); ++p) pos += fmt::format("{:.2f} ", a[p]);
     fmt::print("{:<10} {:>9.2f} {:>8.2f} {:>10.2f} {:>7.2f}  {}\n", cfgs[i].name, tps,
-               plain > 0 ? tps / plain : 0.0, predicted(cost, r),
+               plain > 0 ? tps / plain : 0.0, predicted(cost, plain_s, r),
                r.sum.drafted ? double(r.sum.accepted) / double(r.sum.drafted) : 0.0, pos);
   }
   for (size_t i = 0; i < cfgs.size(); ++i) {
@@ -191,6 +205,58 @@ void print_table(const std::vector<Config>& cfgs, const std::vector<Runs>& runs,
     fmt::print("{} K over time, last run (K x rounds): {}\n", cfgs[i].name,
                timeline(runs[i].last.k_trace));
   }
+}
+
+struct Report {
+  const SpecBenchOptions& o;
+  eng::serving::Engine& e;
+  const std::vector<Config>& cfgs;
+  const std::vector<Runs>& runs;
+  Roofline roof;
+  double plain_s;
+  size_t prompt_tokens;
+};
+
+nlohmann::json report_json(const Report& r) {
+  const auto& cost = r.e.cost_model();
+  const double plain = median(r.runs[0].tps);
+  nlohmann::json j;
+  j["model"] = r.o.model;
+  j["draft"] = r.o.draft;
+  j["mode"] = spec::spec_mode_name(r.e.plan().mode);
+  j["mode_reason"] = r.e.plan().reason;
+  j["n_predict"] = r.o.n_predict;
+  j["repeats"] = r.o.repeat;
+  j["prompt_tokens"] = r.prompt_tokens;
+  j["cost_model"] = {{"plain_pass_s", r.plain_s}, {"pass_n", cost.target.n},
+                     {"pass_s", cost.target.s},   {"draft_s", cost.draft_s},
+                     {"overlap", cost.overlap},   {"source", r.e.cost_note()}};
+  j["roofline"] = {{"bandwidth_gbps", r.roof.gbps},
+                   {"bytes_per_token", r.roof.bytes_per_token},
+                   {"tokens_per_s", r.roof.tps()},
+                   {"plain_fraction", r.roof.tps() > 0 ? plain / r.roof.tps() : 0.0}};
+  j["configs"] = nlohmann::json::array();
+  for (size_t i = 0; i < r.cfgs.size(); ++i)
+    j["configs"].push_back(config_json(r.cfgs[i], r.runs[i], plain, cost, r.plain_s));
+  return j;
+}
+
+void print_report(const Report& r) {
+  const auto& cost = r.e.cost_model();
+  const double plain = median(r.runs[0].tps);
+  fmt::print("target {} / draft {}, mode {} ({}), {} tokens, {} interleaved repeats (medians)\n",
+             r.o.model, r.o.draft.empty() ? "none" : r.o.draft,
+             spec::spec_mode_name(r.e.plan().mode), r.e.plan().reason, r.o.n_predict, r.o.repeat);
+  fmt::print("roofline {:.2f} tok/s = {:.2f} GB/s / {:.1f} MB per token; plain makes {:.0f}%\n",
+             r.roof.tps(), r.roof.gbps, r.roof.bytes_per_token / 1e6,
+             r.roof.tps() > 0 ? 100.0 * plain / r.roof.tps() : 0.0);
+  fmt::print(
+      "cost model: single-token pass {:.1f} ms, K=8 verify {:.2f}x it, draft {:.1f} ms per "
+      "proposal ({})\n",
+      cost.verify_seconds(0) * 1e3, cost.verify_seconds(8) / cost.verify_seconds(0),
+      cost.draft_s * 1e3, r.e.cost_note());
+  fmt::print("(predicted for plain: the cost model's single-token rate over the measured one)\n");
+  print_table(r.cfgs, r.runs, cost, r.plain_s);
 }
 
 }  // namespace
@@ -215,13 +281,27 @@ int run_spec_bench(const SpecBenchOptions& o) {
     const auto prompt = e.tokenizer().encode(o.prompt, true);
     if (prompt.empty()) throw std::invalid_argument("--prompt: encodes to no tokens");
     const Roofline roof = measure_roofline(e, o);
+    // Partitioned, the target's pool holds only the verify CPUs: plain
+    // decoding, the baseline, gets its own copy of the target on all of them.
+    std::unique_ptr<eng::serving::Engine> plain_engine;
+    if (e.partitioned()) {
+      eng::serving::EngineConfig pc = ec;
+      pc.draft.clear();
+      pc.lookup = 0;
+      pc.draft_max = 0;
+      pc.spec_mode = "auto";
+      plain_engine = std::make_unique<eng::serving::Engine>(pc);
+      plain_engine->load();
+    }
+    const double plain_s = plain_pass_seconds(e, plain_engine.get(), o);
 
     std::vector<Runs> runs(cfgs.size());
     std::vector<int32_t> plain_tokens;
     for (int rep = 0; rep < o.repeat; ++rep) {
       for (size_t i = 0; i < cfgs.size(); ++i) {
         spec::SpecStats st;
-        const auto toks = run_once(e, cfgs[i], prompt, o, st);
+        auto& target = cfgs[i].k == 0 && plain_engine ? plain_engine->target() : e.target();
+        const auto toks = run_once(e, target, cfgs[i], prompt, o, st);
         if (i == 0 && rep == 0) plain_tokens = toks;
         if (toks != plain_tokens)
           throw std::runtime_error(cfgs[i].name +
@@ -229,45 +309,11 @@ int run_spec_bench(const SpecBenchOptions& o) {
         accumulate(runs[i], st);
       }
     }
-    const auto& cost = e.cost_model();
-    const double plain = median(runs[0].tps);
-    if (o.json) {
-      nlohmann::json j;
-      j["model"] = o.model;
-      j["draft"] = o.draft;
-      j["mode"] = spec::spec_mode_name(e.plan().mode);
-      j["mode_reason"] = e.plan().reason;
-      j["n_predict"] = o.n_predict;
-      j["repeats"] = o.repeat;
-      j["prompt_tokens"] = prompt.size();
-      j["cost_model"] = {{"pass_n", cost.target.n},
-                         {"pass_s", cost.target.s},
-                         {"draft_s", cost.draft_s},
-                         {"overlap", cost.overlap},
-                         {"source", e.cost_note()}};
-      j["roofline"] = {{"bandwidth_gbps", roof.gbps},
-                       {"bytes_per_token", roof.bytes_per_token},
-                       {"tokens_per_s", roof.tps()},
-                       {"plain_fraction", roof.tps() > 0 ? plain / roof.tps() : 0.0}};
-      j["configs"] = nlohmann::json::array();
-      for (size_t i = 0; i < cfgs.size(); ++i)
-        j["configs"].push_back(config_json(cfgs[i], runs[i], plain, cost));
-      std::cout << j.dump(2) << '\n';
-      return 0;
-    }
-    fmt::print("target {} / draft {}, mode {} ({}), {} tokens, {} interleaved repeats (medians)\n",
-               o.model, o.draft.empty() ? "none" : o.draft, spec::spec_mode_name(e.plan().mode),
-               e.plan().reason, o.n_predict, o.repeat);
-    fmt::print("roofline {:.2f} tok/s = {:.2f} GB/s / {:.1f} MB per token; plain makes {:.0f}%\n",
-               roof.tps(), roof.gbps, roof.bytes_per_token / 1e6,
-               roof.tps() > 0 ? 100.0 * plain / roof.tps() : 0.0);
-    fmt::print(
-        "cost model: single-token pass {:.1f} ms, K=8 verify {:.2f}x it, draft {:.1f} ms per "
-        "proposal ({})\n",
-        cost.verify_seconds(0) * 1e3, cost.verify_seconds(8) / cost.verify_seconds(0),
-        cost.draft_s * 1e3, e.cost_note());
-    fmt::print("(predicted for plain: the cost model's single-token rate over the measured one)\n");
-    print_table(cfgs, runs, cost);
+    const Report rep{o, e, cfgs, runs, roof, plain_s, prompt.size()};
+    if (o.json)
+      std::cout << report_json(rep).dump(2) << '\n';
+    else
+      print_report(rep);
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "bench: " << e.what() << '\n';
