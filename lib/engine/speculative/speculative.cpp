@@ -59,6 +59,12 @@ Decision decide(const std::vector<float>& logits, int nv, const std::vector<Prop
   return d;
 }
 
+AdaptiveOptions adaptive_options(const SpecOptions& o) {
+  AdaptiveOptions ao = o.adaptive_opt;
+  ao.max_k = o.draft_len;
+  return ao;
+}
+
 void count_proposals(SpecStats& st, const std::vector<Proposal>& props, size_t m) {
   st.drafted += static_cast<int64_t>(props.size());
   st.accepted += static_cast<int64_t>(m);
@@ -121,8 +127,7 @@ void Generator::record_round(size_t n_props, size_t m) {
   }
 }
 
-std::vector<int32_t> Generator::generate(std::span<const int32_t> prompt, int n_predict,
-                                         const TokenCallback& on_token) {
+void Generator::check_prompt(std::span<const int32_t> prompt) const {
   if (prompt.empty()) throw std::invalid_argument("generate: empty prompt (add a BOS token)");
   const int nv = target_.n_vocab();
   for (int32_t t : prompt)
@@ -133,6 +138,12 @@ std::vector<int32_t> Generator::generate(std::span<const int32_t> prompt, int n_
     throw std::invalid_argument("generate: prompt of " + std::to_string(prompt.size()) +
                                 " tokens exceeds the context of " +
                                 std::to_string(target_.n_ctx()));
+}
+
+std::vector<int32_t> Generator::generate(std::span<const int32_t> prompt, int n_predict,
+                                         const TokenCallback& on_token) {
+  check_prompt(prompt);
+  const int nv = target_.n_vocab();
   stats_ = {};
   stats_.prompt_tokens = static_cast<int64_t>(prompt.size());
   stats_.pos_tried.assign(static_cast<size_t>(opt_.draft_len), 0);
@@ -159,11 +170,7 @@ std::vector<int32_t> Generator::generate(std::span<const int32_t> prompt, int n_
 
   const auto tgen = Clock::now();
   std::optional<AdaptiveController> ctl;
-  if (opt_.adaptive) {
-    AdaptiveOptions ao = opt_.adaptive_opt;
-    ao.max_k = opt_.draft_len;
-    ctl.emplace(ao, opt_.cost);
-  }
+  if (opt_.adaptive) ctl.emplace(adaptive_options(opt_), opt_.cost);
   std::vector<float> p, scratch;
   std::vector<int32_t> batch;
   bool done = n_predict <= 0;

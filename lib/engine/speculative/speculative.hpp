@@ -99,6 +99,7 @@ class Generator {
 
  private:
   void prefill(std::span<const int32_t> hist);
+  void check_prompt(std::span<const int32_t> prompt) const;
   int draft_budget(size_t hist_len, int want) const;
   void record_round(size_t n_props, size_t m);
 
