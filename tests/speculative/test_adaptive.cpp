@@ -34,10 +34,10 @@ struct Sim {
 // Runs rounds until `tokens` are generated; accept(k, round) says how many of
 // k proposals the target keeps.
 Sim simulate(const CostModel& c, int tokens, const std::function<int(int, int)>& accept,
-             int max_k = 16) {
+             int max_k = 16, const CostModel* seed = nullptr) {
   AdaptiveOptions o;
   o.max_k = max_k;
-  AdaptiveController ctl(o, c);
+  AdaptiveController ctl(o, seed ? *seed : c);
   Sim s;
   for (int round = 0; s.tokens < tokens; ++round) {
     const int k = ctl.choose();
@@ -74,6 +74,24 @@ TEST_CASE("a perfect draft converges to a long K") {
   REQUIRE(s.ks.size() > 10);
   for (size_t i = s.ks.size() - 10; i < s.ks.size(); ++i) CHECK(s.ks[i] >= 12);
   CHECK(speedup(s, c) > 3.0);
+}
+
+TEST_CASE("a noisy seed does not trap a perfect draft at the first K it tried") {
+  // Pass times as measured on a loaded 2-core host (the 2-token pass came out
+  // faster than the 1-token one), against a host where verifying is cheap.
+  CostModel seed;
+  seed.target.n = {1, 2, 3, 4, 5, 7, 9, 13, 17};
+  seed.target.s = {1.36, 1.07, 1.67, 2.55, 2.62, 3.29, 3.56, 4.49, 5.44};
+  seed.draft_s = 0.26;
+  CostModel truth;
+  truth.target.n = {1, 17};
+  truth.target.s = {1.6, 4.0};
+  truth.draft_s = 0.26;
+  const Sim s = simulate(
+      truth, 300, [](int k, int) { return k; }, 16, &seed);
+  // Long drafts within the first 20 rounds, not after a long spell at K=1.
+  CHECK(*std::max_element(s.ks.begin(), s.ks.begin() + 20) >= 8);
+  for (size_t i = s.ks.size() - 3; i < s.ks.size(); ++i) CHECK(s.ks[i] >= 8);
 }
 
 TEST_CASE("a partial draft drafts a moderate K and beats plain") {

@@ -6,9 +6,8 @@
 namespace epyctune::engine::speculative {
 
 namespace {
-// Verify timings per K forget faster than acceptance: a K's own samples are
-// few, and a host's load changes within seconds.
-constexpr double kTimeDecay = 0.8;
+// Timings forget faster than acceptance: a host's load changes within seconds.
+constexpr double kTimeDecay = 0.9;
 }  // namespace
 
 AdaptiveController::AdaptiveController(AdaptiveOptions opt, const CostModel& seed)
@@ -16,8 +15,12 @@ AdaptiveController::AdaptiveController(AdaptiveOptions opt, const CostModel& see
   if (opt_.max_k < 1) throw std::invalid_argument("adaptive drafting needs a maximum K >= 1");
   tried_.assign(static_cast<size_t>(opt_.max_k), 0.0);
   acc_.assign(static_cast<size_t>(opt_.max_k), 0.0);
-  vsum_.assign(static_cast<size_t>(opt_.max_k) + 1, 0.0);
-  vw_.assign(static_cast<size_t>(opt_.max_k) + 1, 0.0);
+  const auto& t = seed_.target;
+  std::vector<std::pair<double, double>> pts;
+  for (int n = 1; n <= opt_.max_k + 1; ++n)
+    if (std::find(t.n.begin(), t.n.end(), n) != t.n.end() || n == 1 || n == opt_.max_k + 1)
+      pts.emplace_back(n, t.at(n));
+  for (const auto& [x, y] : pts) prior_.add(x, y, opt_.cost_prior_weight / double(pts.size()));
 }
 
 double AdaptiveController::pooled_accept() const {
@@ -48,19 +51,22 @@ double AdaptiveController::expected_tokens(int k) const {
 }
 
 double AdaptiveController::verify_seconds(int k) const {
-  const auto i = static_cast<size_t>(std::clamp(k, 0, opt_.max_k));
-  if (vw_[i] >= 0.5) return vsum_[i] / vw_[i];
-  // Never (or long ago) seen: the seed's curve, scaled to what this run measures.
   const double scale = scale_w_ > 0 ? scale_sum_ / scale_w_ : 1.0;
-  return seed_.verify_seconds(k) * scale;
+  Fit f = prior_;
+  f.y *= scale, f.xy *= scale;
+  f.w += obs_.w, f.x += obs_.x, f.y += obs_.y, f.xx += obs_.xx, f.xy += obs_.xy;
+  const double mx = f.x / f.w, my = f.y / f.w;
+  const double var = f.xx / f.w - mx * mx, cov = f.xy / f.w - mx * my;
+  const double slope = var > 1e-12 ? std::max(0.0, cov / var) : 0.0;
+  return std::max(1e-9, my + slope * (k + 1 - mx));
 }
 
 double AdaptiveController::round_seconds(int k) const {
   const double v = verify_seconds(k);
   if (k <= 0) return v;
   if (wait_w_ > 0) return v + k * (wait_sum_ / wait_w_);
-  const double scale = scale_w_ > 0 ? scale_sum_ / scale_w_ : 1.0;
-  const double draft = seed_.draft_s * scale * k;
+  // Nothing timed yet: the seed's draft cost, in the units the fit now has.
+  const double draft = seed_.draft_s * v / seed_.verify_seconds(k) * k;
   return seed_.overlap ? std::max(v, draft) : v + draft;
 }
 
@@ -99,11 +105,10 @@ void AdaptiveController::observe(const RoundObservation& r) {
     wait_sum_ = wait_sum_ * opt_.decay + r.wait_s;
     wait_w_ = wait_w_ * opt_.decay + k;
   }
-  const auto i = static_cast<size_t>(k);
-  vsum_[i] = vsum_[i] * kTimeDecay + r.verify_s;
-  vw_[i] = vw_[i] * kTimeDecay + 1.0;
-  if (const double seeded = seed_.verify_seconds(k); seeded > 0 && r.verify_s > 0) {
-    scale_sum_ = scale_sum_ * kTimeDecay + r.verify_s / seeded;
+  obs_.scale(kTimeDecay);
+  if (r.verify_s > 0) {
+    obs_.add(k + 1, r.verify_s, 1.0);
+    scale_sum_ = scale_sum_ * kTimeDecay + r.verify_s / seed_.verify_seconds(k);
     scale_w_ = scale_w_ * kTimeDecay + 1.0;
   }
   if (probing_ && k > 0) {

@@ -31,6 +31,10 @@ struct AdaptiveOptions {
   // A K must beat plain decoding by this factor to be drafted.
   double margin = 1.02;
   int backoff_min = 8, backoff_max = 128;  // plain rounds before a probe
+  // Weight of the cost model's pass times (all sizes together) against the
+  // rounds' own: they set the verify curve's slope until rounds at several K
+  // have been timed, while the rounds move its level at once.
+  double cost_prior_weight = 4.0;
   int probe_k = 1;
 };
 
@@ -67,9 +71,20 @@ class AdaptiveController {
   CostModel seed_;
   // Decayed counts per position (index 0 = position 1).
   std::vector<double> tried_, acc_;
-  // Verify time per K: decayed sum and weight; scale_ corrects the seed for
-  // K never observed.
-  std::vector<double> vsum_, vw_;
+  // Verify time as a line in the pass's tokens, fitted by weighted least
+  // squares to the seed's points (fixed weight) and the rounds' timings
+  // (decayed). A per-K table would trap the controller at the first K it
+  // tried: the others would never be timed, so never look cheaper.
+  struct Fit {
+    double w = 0, x = 0, y = 0, xx = 0, xy = 0;
+    void add(double px, double py, double pw) {
+      w += pw, x += pw * px, y += pw * py, xx += pw * px * px, xy += pw * px * py;
+    }
+    void scale(double f) { w *= f, x *= f, y *= f, xx *= f, xy *= f; }
+  };
+  Fit prior_, obs_;
+  // The seed in this run's units: decayed mean of timed / seeded (the seed
+  // may be relative, or measured under another load).
   double scale_sum_ = 0.0, scale_w_ = 0.0;
   double wait_sum_ = 0.0, wait_w_ = 0.0;  // per proposal
   int backoff_ = 0;                       // plain rounds left before a probe
