@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/epyctune-engine/bench_spec.hpp"
 #include "apps/epyctune-engine/commands.hpp"
 #include "apps/epyctune-engine/launch_options.hpp"
 #include "apps/epyctune-engine/progress.hpp"
@@ -59,6 +60,7 @@ struct BenchOptions {
   std::string isa;
   int bw_mib = 1024;
   engine::placement::LaunchOptions launch;
+  SpecBenchOptions spec;  // --draft / --spec: plain vs speculative decoding instead
 };
 
 struct Stats {
@@ -464,7 +466,41 @@ void add_bench_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_option("--bw-mib", o->bw_mib, "bandwidth probe buffer (MiB)")
       ->check(CLI::Range(16, 1 << 20));
   add_launch_options(cmd, o->launch);
-  cmd->callback([o, &global] { global.exit_code = run_bench(*o); });
+  auto& sp = o->spec;
+  sp.prompt = "The quick brown fox jumps over the lazy dog. Once upon a time";
+  auto* draft = cmd->add_option("--draft,--model-draft", sp.draft,
+                                "Draft model: decode plain and speculative side by side instead")
+                    ->check(CLI::ExistingFile);
+  auto* spec = cmd->add_option("--spec", sp.spec, "Speculative configurations: adaptive and/or K")
+                   ->delimiter(',');
+  auto* n = cmd->add_option("-n,--n-predict", sp.n_predict,
+                            "Tokens per decode (with --draft/--spec only: plain passes are "
+                            "--passes)")
+                ->capture_default_str();
+  cmd->add_option("--prompt,-p", sp.prompt, "Prompt text (speculative bench)");
+  cmd->add_option("--spec-mode", sp.spec_mode, "partitioned | shared | auto")
+      ->capture_default_str();
+  cmd->add_option("--lookup", sp.lookup, "N-gram lookup drafting: longest n-gram N (0 = off)");
+  cmd->add_flag(
+      "--no-cost-cache", [&sp](int64_t) { sp.cost_cache = false; },
+      "Measure pass times afresh instead of reading the cached ones");
+  cmd->callback([o, &global, draft, spec, n] {
+    if (draft->count() + spec->count() == 0) {
+      if (n->count() > 0)
+        throw CLI::ValidationError("-n",
+                                   "tokens to decode: only with --draft or --spec; "
+                                   "forward passes per repetition are --passes");
+      return void(global.exit_code = run_bench(*o));
+    }
+    auto s = o->spec;
+    s.model = o->model;
+    s.repeat = o->repeat;
+    s.threads = o->threads;
+    s.cpus = o->cpus;
+    s.json = o->json;
+    s.bw_mib = o->bw_mib;
+    global.exit_code = run_spec_bench(s);
+  });
 }
 
 static Registrar reg(&add_bench_command);

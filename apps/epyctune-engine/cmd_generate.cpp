@@ -60,6 +60,7 @@ nlohmann::json stats_json(const eng::speculative::SpecStats& st) {
       {"draft_s", st.draft_s},
       {"verify_s", st.verify_s},
       {"wait_s", st.wait_s},
+      {"k_per_round", st.k_trace},
   };
 }
 
@@ -125,6 +126,8 @@ void print_json(const GenerateArgs& a, const eng::serving::Engine& e, const RunR
   j["spec"]["mode_reason"] = plan.reason;
   j["spec"]["draft_max"] = e.draft_max();
   j["spec"]["draft_min"] = c.draft_min;
+  j["spec"]["adaptive"] = c.draft_adaptive;
+  j["spec"]["cost_model"] = e.cost_note();
   j["spec"]["lookup"] = c.lookup;
   j["cpus"] = {{"shared", common::format_cpulist(plan.shared_cpus)},
                {"draft", common::format_cpulist(plan.draft_cpus)},

@@ -20,9 +20,34 @@ inline void add_engine_options(CLI::App* cmd, engine::serving::EngineConfig& a) 
   cmd->add_option("--lookup", a.lookup, "N-gram lookup drafting: longest n-gram N (0 = off)");
   cmd->add_option("--lookup-min", a.lookup_min, "Shortest n-gram lookup accepts")
       ->capture_default_str();
-  cmd->add_option("--draft-max", a.draft_max,
-                  "Tokens drafted per verify pass (K; 0 = plain decoding)")
-      ->capture_default_str();
+  cmd->add_option_function<std::string>(
+         "--draft-max",
+         [&a](const std::string& v) {
+           a.draft_adaptive = v.rfind("adaptive", 0) == 0;
+           const std::string n =
+               a.draft_adaptive
+                   ? v.substr(v.find(':') == std::string::npos ? v.size() : v.find(':') + 1)
+                   : v;
+           if (a.draft_adaptive && n.empty()) return;  // keep the default longest K
+           size_t used = 0;
+           int k = -1;
+           try {
+             k = std::stoi(n, &used);
+           } catch (const std::exception&) {
+           }
+           if (used != n.size() || k < 0 || k > 64)
+             throw CLI::ValidationError("--draft-max",
+                                        "expected adaptive, adaptive:N or N (0-64), "
+                                        "got '" +
+                                            v + "'");
+           a.draft_max = k;
+         },
+         "Tokens drafted per verify pass: adaptive (K chosen per round, up to 16), "
+         "adaptive:N (up to N), or a fixed N (0 = plain decoding)")
+      ->default_str("adaptive");
+  cmd->add_flag(
+      "--no-cost-cache", [&a](int64_t) { a.cost_cache = false; },
+      "Measure this host's pass times afresh instead of reading the cached ones");
   cmd->add_option("--draft-min", a.draft_min,
                   "Shortest draft worth a verify pass, as llama.cpp's --draft-min: a shorter "
                   "one is dropped and the target decodes one token alone (drafts come short "

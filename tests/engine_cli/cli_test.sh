@@ -5,6 +5,7 @@ set -euo pipefail
 bin=$1
 base=$(mktemp -d "${TMPDIR:-/tmp}/epyctune-engine-cli.XXXXXX")
 trap 'rm -rf "$base"' EXIT
+export XDG_CACHE_HOME=$base/cache  # adaptive drafting caches pass times there
 fail() { echo "FAIL: $*" >&2; exit 1; }
 json() { python3 -c "import json,sys; j=json.load(sys.stdin); print($1)"; }
 
@@ -34,6 +35,12 @@ grep -q -- "--draft-min" <<<"$out" || fail "draft-min message: $out"
 md=$(gen -p "hello world" -md "$base/t.gguf" --draft-max 3 --draft-min 2 --spec-mode shared)
 [[ "$(json 'j["tokens"], j["spec"]["enabled"], j["spec"]["drafted"]' <<<"$md")" == \
    "$(json 'j["tokens"], j["spec"]["enabled"], j["spec"]["drafted"]' <<<"$spec")" ]] || fail "-md is not --model-draft"
+ad=$(gen -p "hello world" -md "$base/t.gguf" --draft-max adaptive:5 --spec-mode shared)
+[[ $(json 'j["spec"]["adaptive"], j["spec"]["draft_max"]' <<<"$ad") == "True 5" ]] ||
+  fail "adaptive:5 json: $(json 'j["spec"]' <<<"$ad")"
+[[ "$(json 'j["tokens"]' <<<"$ad")" == "$(json 'j["tokens"]' <<<"$spec")" ]] || fail "adaptive tokens differ"
+[[ $(json 'j["spec"]["adaptive"]' <<<"$spec") == "False" ]] || fail "--draft-max 3 is a fixed K"
+gen -p a -md "$base/t.gguf" --draft-max often >/dev/null 2>&1 && fail "--draft-max often accepted"
 gen -p a --draft "$base/t.gguf" >/dev/null 2>&1 && fail "old --draft accepted"
 gen -p a --draft-len 2 >/dev/null 2>&1 && fail "old --draft-len accepted"
 
@@ -41,6 +48,16 @@ gen -p a --draft-len 2 >/dev/null 2>&1 && fail "old --draft-len accepted"
 b=$("$bin" bench -m "$base/t.gguf" --batch 1 --passes 2 -r 1 -t 1 --ctx 4 --bw-mib 16 --json 2>"$base/b.err")
 [[ $(json 'j["passes_per_repeat"], j["repeats"], j["threads"]' <<<"$b") == "2 1 1" ]] || fail "bench json"
 grep -q $'\r' "$base/b.err" && fail "bench drew progress into a file"
+
+# bench --draft: plain and speculative side by side, identical tokens or it fails.
+sb=$("$bin" bench -m "$base/t.gguf" --draft "$base/t.gguf" --spec adaptive,2 -n 8 -r 1 -t 1 \
+  --spec-mode shared --bw-mib 16 --json)
+[[ $(json '[c["name"] for c in j["configs"]]' <<<"$sb") == "['plain', 'adaptive', 'K=2']" ]] ||
+  fail "bench --spec configs: $sb"
+[[ $(json 'j["configs"][2]["acceptance"], j["configs"][2]["k_histogram"]["2"] > 0' <<<"$sb") == "1.0 True" ]] ||
+  fail "bench --spec: a draft equal to the target accepts everything: $sb"
+ls "$base/cache/epyctune/"passes-*.json >/dev/null || fail "no cost cache written"
+"$bin" bench -m "$base/t.gguf" --draft "$base/t.gguf" --spec 0 >/dev/null 2>&1 && fail "--spec 0 accepted"
 "$bin" bench -m "$base/t.gguf" --batch 1 -n 2 -r 1 >/dev/null 2>&1 && fail "bench -n accepted"
 
 # tokenize: the text is -p/--prompt (and still --text).

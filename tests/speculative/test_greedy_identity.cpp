@@ -51,7 +51,8 @@ TEST_CASE("greedy speculation is token-for-token the target's output") {
   for (const auto& prompt : kPrompts) {
     const auto expect = target_alone(oracle, prompt, n);
     REQUIRE(expect.size() == static_cast<size_t>(n));
-    for (int k = 1; k <= 8; ++k) {
+    // K 1..16 fixed, then 17: adaptive with K up to 16.
+    for (int k = 1; k <= 17; ++k) {
       for (int source = 0; source < 3; ++source) {  // 0 draft, 1 lookup, 2 cascade
         for (auto mode : {speculative::SpecMode::shared, speculative::SpecMode::partitioned}) {
           CAPTURE(prompt.size());
@@ -61,7 +62,8 @@ TEST_CASE("greedy speculation is token-for-token the target's output") {
           ToyLM target(vocab, n_ctx);
           ToyLM draft(vocab, n_ctx, 4.0f, 1.5f);  // agrees part of the time
           speculative::SpecOptions o;
-          o.draft_len = k;
+          o.draft_len = std::min(k, 16);
+          o.adaptive = k == 17;
           o.mode = mode;
           o.max_batch = 16;
           o.null_logits_ok = k % 2 == 0;
@@ -186,4 +188,25 @@ TEST_CASE("bad inputs are rejected with a reason") {
                        std::invalid_argument);
   CHECK_THROWS_WITH_AS(g.generate(std::vector<int32_t>{99}, 4), doctest::Contains("outside"),
                        std::invalid_argument);
+}
+
+TEST_CASE("adaptive drafting stops drafting a useless draft, with the target's output") {
+  // A draft that agrees with the target about one time in 16 (chance).
+  ToyLM oracle(16, 512);
+  const std::vector<int32_t> prompt = {1, 2, 3};
+  const auto expect = target_alone(oracle, prompt, 300);
+  for (auto mode : {speculative::SpecMode::shared, speculative::SpecMode::partitioned}) {
+    ToyLM target(16, 512), draft(16, 512, 0.0f, 50.0f, 99);
+    speculative::SpecOptions o;
+    o.draft_len = 16;
+    o.adaptive = true;
+    o.mode = mode;
+    speculative::Generator g(target, &draft, {}, o);
+    CHECK(g.generate(prompt, 300) == expect);
+    const auto& ks = g.stats().k_trace;
+    REQUIRE(ks.size() > 100);
+    const auto drafting = std::count_if(ks.begin() + 20, ks.end(), [](int k) { return k > 0; });
+    CHECK(drafting <= 8);  // probes only
+    CHECK(g.stats().pos_tried.size() == 16);
+  }
 }

@@ -77,7 +77,7 @@ TEST_CASE("greedy speculation over llama models equals the target alone") {
       {1, 20, 30, 40}, {1, 7, 8, 9, 7, 8, 9, 7, 8}, {1, 300, 301, 302, 303, 304, 305, 306, 307}};
   for (const auto& prompt : prompts) {
     const auto expect = target_alone(*oracle, prompt, 24);
-    for (int k : {1, 3, 8}) {
+    for (int k : {1, 3, 8, 0}) {  // 0: adaptive, K up to 16
       for (int source = 0; source < 3; ++source) {
         for (auto mode : {speculative::SpecMode::shared, speculative::SpecMode::partitioned}) {
           CAPTURE(k);
@@ -87,7 +87,8 @@ TEST_CASE("greedy speculation over llama models equals the target alone") {
           auto draft = LlamaModel::load(models().draft,
                                         mode == speculative::SpecMode::partitioned ? dpool : tpool);
           speculative::SpecOptions o;
-          o.draft_len = k;
+          o.draft_len = k == 0 ? 16 : k;
+          o.adaptive = k == 0;
           o.mode = mode;
           o.null_logits_ok = true;
           if (source >= 1) o.lookup = {2, 1};

@@ -3,7 +3,10 @@
 #include <chrono>
 #include <optional>
 
+#include "common/cpulist.hpp"
+#include "engine/kernels/kernels.hpp"
 #include "engine/runtime/cpus.hpp"
+#include "engine/speculative/mode_choice.hpp"
 #include "launch/engine_side.hpp"
 #include "launch/launch_config.hpp"
 
@@ -35,7 +38,12 @@ speculative::CpuPlan plan_own_cpus(const EngineConfig& c) {
   in.l3_ids = speculative::read_l3_ids("/", in.cpus);
   in.draft_cpus = cpus_opt(c.draft_cpus, "--draft-cpus");
   in.verify_cpus = cpus_opt(c.verify_cpus, "--verify-cpus");
-  return speculative::plan_cpus(in);
+  auto plan = speculative::plan_cpus(in);
+  if (in.request != speculative::ModeRequest::automatic || in.draft_cpus || in.verify_cpus ||
+      !c.draft_adaptive || !c.cost_cache)
+    return plan;
+  return speculative::choose_mode(
+      {plan, c.model, c.draft, kernels::isa_name(kernels::active_isa()), c.draft_max});
 }
 
 // A launch config's partition replaces the engine's own CPU picker.
@@ -157,7 +165,31 @@ void Engine::load(const LoadProgress& progress) {
     if (draft_) launch_->bind_kv(*draft_, partitioned());
   }
   tok_ = Tokenizer::from_gguf(target_->file());
+  if (speculative() && cfg_.draft_adaptive) measure_costs();
   load_s_ = std::chrono::duration<double>(Clock::now() - t_load).count();
+}
+
+// The adaptive controller's seed: the target's pass time per batch size and
+// the draft's single-token pass, cached per model file, CPUs and ISA.
+void Engine::measure_costs() {
+  const std::string isa = kernels::isa_name(kernels::active_isa());
+  auto key = [&](const std::string& path, const runtime::ThreadPool& pool) {
+    return speculative::cost_cache_key(path, common::format_cpulist(pool.cpus()), isa);
+  };
+  std::string note;
+  cost_.target = speculative::cached_pass_times(*target_, key(cfg_.model, *verify_pool_),
+                                                cfg_.draft_max + 1, cfg_.cost_cache, &note);
+  cost_note_ = "target: " + note;
+  cost_.draft_s = 0.0;  // lookup costs next to nothing
+  if (draft_) {
+    const auto& pool = partitioned() ? *draft_pool_ : *verify_pool_;
+    cost_.draft_s =
+        speculative::cached_pass_times(*draft_, key(cfg_.draft, pool), 1, cfg_.cost_cache, &note)
+            .at(1);
+    cost_note_ += "; draft: " + note;
+  }
+  cost_.overlap = partitioned();
+  cost_.measured = true;
 }
 
 void Engine::attach_driver() {
@@ -194,6 +226,8 @@ Completion Engine::generate(std::span<const int32_t> prompt, int n_predict,
   const bool spec = speculative();
   so.draft_len = spec ? cfg_.draft_max : 0;
   so.draft_min = spec ? cfg_.draft_min : 0;
+  so.adaptive = spec && cfg_.draft_adaptive;
+  so.cost = cost_;
   so.lookup = {cfg_.lookup, cfg_.lookup_min};
   so.mode = plan_.mode;
   so.null_logits_ok = true;  // LlamaModel::forward documents logits == nullptr

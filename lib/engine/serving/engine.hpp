@@ -31,7 +31,11 @@ struct EngineConfig {
   std::string cpus, draft_cpus, verify_cpus;
   int lookup = 0;  // n-gram lookup drafting: longest n-gram (0 = off)
   int lookup_min = 1;
-  int draft_max = 4;  // K (0 = plain decoding)
+  int draft_max = 16;  // K, or adaptive: the longest K (0 = plain decoding)
+  // K chosen per round from acceptance and costs (speculative/adaptive.hpp);
+  // false: every round drafts draft_max.
+  bool draft_adaptive = true;
+  bool cost_cache = true;  // reuse this host's measured pass times (cost_model.hpp)
   int draft_min = 0;
   std::string spec_mode = "auto";
   bool mmap = false;
@@ -90,6 +94,9 @@ class Engine {
   LlamaModel* draft() const { return draft_.get(); }
   int n_ctx() const { return target_->n_ctx(); }
   double load_seconds() const { return load_s_; }
+  // The adaptive controller's starting costs, and where they came from.
+  const speculative::CostModel& cost_model() const { return cost_; }
+  const std::string& cost_note() const { return cost_note_; }
 
   // Call once on the thread that will call generate(), before it does:
   // with a launch config it joins the verify side's group and is recorded.
@@ -108,6 +115,7 @@ class Engine {
  private:
   void make_pools();
   void draft_thread_init();
+  void measure_costs();
 
   EngineConfig cfg_;
   speculative::CpuPlan plan_;
@@ -116,6 +124,8 @@ class Engine {
   std::unique_ptr<LlamaModel> target_, draft_;
   std::unique_ptr<Tokenizer> tok_;
   double load_s_ = 0;
+  speculative::CostModel cost_ = speculative::default_cost_model();
+  std::string cost_note_;
   bool draft_recorded_ = false;  // the first drafting thread is in the report
   std::string draft_join_error_;
 };

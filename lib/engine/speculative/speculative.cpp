@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 
 #include "engine/speculative/draft_feed.hpp"
@@ -58,6 +59,12 @@ Decision decide(const std::vector<float>& logits, int nv, const std::vector<Prop
   return d;
 }
 
+AdaptiveOptions adaptive_options(const SpecOptions& o) {
+  AdaptiveOptions ao = o.adaptive_opt;
+  ao.max_k = o.draft_len;
+  return ao;
+}
+
 void count_proposals(SpecStats& st, const std::vector<Proposal>& props, size_t m) {
   st.drafted += static_cast<int64_t>(props.size());
   st.accepted += static_cast<int64_t>(m);
@@ -77,6 +84,8 @@ Generator::Generator(CausalLM& target, CausalLM* draft, sampling::SamplerParams 
     : target_(target), draft_(draft), sp_(sampler), opt_(std::move(opt)) {
   sp_.validate();
   if (opt_.draft_len < 0) throw std::invalid_argument("--draft-max must be >= 0");
+  if (opt_.adaptive && opt_.draft_len < 1)
+    throw std::invalid_argument("adaptive drafting needs --draft-max >= 1");
   if (opt_.draft_min < 0 || opt_.draft_min > opt_.draft_len)
     throw std::invalid_argument("--draft-min must be between 0 and --draft-max");
   if (draft_ && draft_->n_vocab() != target_.n_vocab())
@@ -101,8 +110,24 @@ void Generator::prefill(std::span<const int32_t> hist) {
   stats_.prompt_s = since(t0);
 }
 
-std::vector<int32_t> Generator::generate(std::span<const int32_t> prompt, int n_predict,
-                                         const TokenCallback& on_token) {
+// Proposals the next round may draft: `want`, but none past the last token
+// to generate or the target's context, and none when fewer than draft_min fit.
+int Generator::draft_budget(size_t hist_len, int want) const {
+  const int64_t remaining = n_predict_ - stats_.generated;
+  const int64_t room = static_cast<int64_t>(target_.n_ctx()) - static_cast<int64_t>(hist_len);
+  int k = static_cast<int>(std::max<int64_t>(0, std::min<int64_t>({want, remaining - 1, room})));
+  return k < opt_.draft_min ? 0 : k;
+}
+
+void Generator::record_round(size_t n_props, size_t m) {
+  stats_.k_trace.push_back(static_cast<int16_t>(n_props));
+  for (size_t i = 0; i < n_props && i <= m && i < stats_.pos_tried.size(); ++i) {
+    ++stats_.pos_tried[i];
+    if (i < m) ++stats_.pos_accepted[i];
+  }
+}
+
+void Generator::check_prompt(std::span<const int32_t> prompt) const {
   if (prompt.empty()) throw std::invalid_argument("generate: empty prompt (add a BOS token)");
   const int nv = target_.n_vocab();
   for (int32_t t : prompt)
@@ -113,8 +138,17 @@ std::vector<int32_t> Generator::generate(std::span<const int32_t> prompt, int n_
     throw std::invalid_argument("generate: prompt of " + std::to_string(prompt.size()) +
                                 " tokens exceeds the context of " +
                                 std::to_string(target_.n_ctx()));
+}
+
+std::vector<int32_t> Generator::generate(std::span<const int32_t> prompt, int n_predict,
+                                         const TokenCallback& on_token) {
+  check_prompt(prompt);
+  const int nv = target_.n_vocab();
   stats_ = {};
   stats_.prompt_tokens = static_cast<int64_t>(prompt.size());
+  stats_.pos_tried.assign(static_cast<size_t>(opt_.draft_len), 0);
+  stats_.pos_accepted.assign(static_cast<size_t>(opt_.draft_len), 0);
+  n_predict_ = n_predict;
 
   Drafter drafter(opt_.draft_len > 0 ? draft_ : nullptr,
                   opt_.draft_len > 0 ? opt_.lookup : LookupOptions{}, sp_, opt_.max_batch,
@@ -135,21 +169,22 @@ std::vector<int32_t> Generator::generate(std::span<const int32_t> prompt, int n_
   prefill(hist);
 
   const auto tgen = Clock::now();
+  std::optional<AdaptiveController> ctl;
+  if (opt_.adaptive) ctl.emplace(adaptive_options(opt_), opt_.cost);
   std::vector<float> p, scratch;
   std::vector<int32_t> batch;
   bool done = n_predict <= 0;
   while (!done) {
-    const int64_t remaining = n_predict - stats_.generated;
     const int64_t room = static_cast<int64_t>(target_.n_ctx()) - static_cast<int64_t>(hist.size());
     if (room < 0) break;  // the last token no longer fits in the target's cache
-    int k = static_cast<int>(
-        std::max<int64_t>(0, std::min<int64_t>({opt_.draft_len, remaining - 1, room})));
-    if (k < opt_.draft_min) k = 0;  // no room for a draft worth verifying
+    const int k = draft_budget(hist.size(), ctl ? ctl->choose() : opt_.draft_len);
+    const double wait0 = feed->wait_seconds();
     std::vector<Proposal> props = feed->take(hist, k);
     if (!props.empty() && static_cast<int>(props.size()) < opt_.draft_min) {
       stats_.dropped += static_cast<int64_t>(props.size());
       props.clear();
     }
+    const double wait = feed->wait_seconds() - wait0;
 
     const auto tv = Clock::now();
     batch.assign(1, hist.back());
@@ -160,8 +195,11 @@ std::vector<int32_t> Generator::generate(std::span<const int32_t> prompt, int n_
     const Decision dec = decide(logits, nv, props, sp_, hist.size(), p, scratch);
     const size_t m = dec.m;
     if (m < props.size()) target_.truncate(static_cast<int>(hist.size() + m));
-    stats_.verify_s += since(tv);
+    const double verify = since(tv);
+    stats_.verify_s += verify;
     count_proposals(stats_, props, m);
+    record_round(props.size(), m);
+    if (ctl) ctl->observe({static_cast<int>(props.size()), static_cast<int>(m), wait, verify});
 
     for (size_t i = 0; i <= m && !done; ++i) {
       const int32_t tok = i < m ? props[i].token : dec.next;

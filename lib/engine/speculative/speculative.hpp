@@ -17,6 +17,8 @@
 
 #include "engine/model/causal_lm.hpp"
 #include "engine/sampling/sampler.hpp"
+#include "engine/speculative/adaptive.hpp"
+#include "engine/speculative/cost_model.hpp"
 #include "engine/speculative/ngram_lookup.hpp"
 
 namespace epyctune::engine::speculative {
@@ -28,7 +30,12 @@ enum class SpecMode {
 const char* spec_mode_name(SpecMode m);
 
 struct SpecOptions {
-  int draft_len = 4;  // K: proposals per verify pass (0 = plain decoding)
+  int draft_len = 4;  // K: proposals per verify pass (0 = plain decoding); adaptive: the most
+  // Adaptive: K chosen per round (0..draft_len) by an AdaptiveController
+  // seeded with `cost`; else every round drafts draft_len.
+  bool adaptive = false;
+  AdaptiveOptions adaptive_opt;  // its max_k is draft_len
+  CostModel cost = default_cost_model();
   // Shortest draft worth a verify pass (llama.cpp's --draft-min): a shorter
   // one is dropped and the target decodes one token alone. Drafts come short
   // near the end of generation (K shrinks to the tokens left: no drafting
@@ -62,6 +69,11 @@ struct SpecStats {
   double draft_s = 0.0;      // time spent computing proposals
   double verify_s = 0.0;     // target forward + accept decision
   double wait_s = 0.0;       // verifier idle, waiting for proposals
+  // Proposals verified in each round, in order (0: a plain pass).
+  std::vector<int16_t> k_trace;
+  // By position in the draft (index 0 = first proposal): rounds that reached
+  // it, and rounds that accepted it.
+  std::vector<int64_t> pos_tried, pos_accepted;
 
   double acceptance_rate() const { return drafted ? double(accepted) / double(drafted) : 0.0; }
   // Accepted proposals per target pass (each pass also yields one token of its own).
@@ -87,12 +99,16 @@ class Generator {
 
  private:
   void prefill(std::span<const int32_t> hist);
+  void check_prompt(std::span<const int32_t> prompt) const;
+  int draft_budget(size_t hist_len, int want) const;
+  void record_round(size_t n_props, size_t m);
 
   CausalLM& target_;
   CausalLM* draft_;
   sampling::SamplerParams sp_;
   SpecOptions opt_;
   SpecStats stats_;
+  int64_t n_predict_ = 0;
 };
 
 }  // namespace epyctune::engine::speculative

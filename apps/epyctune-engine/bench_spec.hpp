@@ -1,0 +1,29 @@
+// `bench --draft D --spec adaptive,2,4,8`: plain and speculative decoding of
+// the same prompt side by side in one run (interleaved repeats, medians),
+// with acceptance by position, the K chosen over time, and the cost model's
+// predicted speed-up next to the measured one.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace epyctune::engine_cli {
+
+struct SpecBenchOptions {
+  std::string model, draft;
+  std::vector<std::string> spec;  // "adaptive" or a fixed K, per configuration
+  std::string prompt;
+  int n_predict = 128;
+  int repeat = 3;
+  int threads = 0;
+  std::string cpus;
+  std::string spec_mode = "auto";
+  int lookup = 0;
+  bool cost_cache = true;
+  bool json = false;
+  int bw_mib = 1024;
+};
+
+int run_spec_bench(const SpecBenchOptions& o);
+
+}  // namespace epyctune::engine_cli

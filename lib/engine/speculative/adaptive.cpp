@@ -1,0 +1,125 @@
+#include "engine/speculative/adaptive.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace epyctune::engine::speculative {
+
+namespace {
+// Timings forget faster than acceptance: a host's load changes within seconds.
+constexpr double kTimeDecay = 0.9;
+}  // namespace
+
+AdaptiveController::AdaptiveController(AdaptiveOptions opt, const CostModel& seed)
+    : opt_(opt), seed_(seed), next_backoff_(opt.backoff_min) {
+  if (opt_.max_k < 1) throw std::invalid_argument("adaptive drafting needs a maximum K >= 1");
+  tried_.assign(static_cast<size_t>(opt_.max_k), 0.0);
+  acc_.assign(static_cast<size_t>(opt_.max_k), 0.0);
+  const auto& t = seed_.target;
+  std::vector<std::pair<double, double>> pts;
+  for (int n = 1; n <= opt_.max_k + 1; ++n)
+    if (std::find(t.n.begin(), t.n.end(), n) != t.n.end() || n == 1 || n == opt_.max_k + 1)
+      pts.emplace_back(n, t.at(n));
+  for (const auto& [x, y] : pts) prior_.add(x, y, opt_.cost_prior_weight / double(pts.size()));
+}
+
+double AdaptiveController::pooled_accept() const {
+  double t = 0, a = 0;
+  for (size_t i = 0; i < tried_.size(); ++i) t += tried_[i], a += acc_[i];
+  return (a + opt_.prior_accept * opt_.prior_weight) / (t + opt_.prior_weight);
+}
+
+double AdaptiveController::accept_at(int pos) const {
+  const double pooled = pooled_accept();
+  if (pos < 1 || pos > opt_.max_k) return pooled;
+  const auto i = static_cast<size_t>(pos - 1);
+  return (acc_[i] + opt_.position_weight * pooled) / (tried_[i] + opt_.position_weight);
+}
+
+double AdaptiveController::expected_tokens(int k) const {
+  const double pooled = pooled_accept();
+  double e = 1.0, run = 1.0;
+  for (int i = 1; i <= k; ++i) {
+    const double a = i <= opt_.max_k
+                         ? (acc_[static_cast<size_t>(i - 1)] + opt_.position_weight * pooled) /
+                               (tried_[static_cast<size_t>(i - 1)] + opt_.position_weight)
+                         : pooled;
+    run *= a;
+    e += run;
+  }
+  return e;
+}
+
+double AdaptiveController::verify_seconds(int k) const {
+  const double scale = scale_w_ > 0 ? scale_sum_ / scale_w_ : 1.0;
+  Fit f = prior_;
+  f.y *= scale, f.xy *= scale;
+  f.w += obs_.w, f.x += obs_.x, f.y += obs_.y, f.xx += obs_.xx, f.xy += obs_.xy;
+  const double mx = f.x / f.w, my = f.y / f.w;
+  const double var = f.xx / f.w - mx * mx, cov = f.xy / f.w - mx * my;
+  const double slope = var > 1e-12 ? std::max(0.0, cov / var) : 0.0;
+  return std::max(1e-9, my + slope * (k + 1 - mx));
+}
+
+double AdaptiveController::round_seconds(int k) const {
+  const double v = verify_seconds(k);
+  if (k <= 0) return v;
+  if (wait_w_ > 0) return v + k * (wait_sum_ / wait_w_);
+  // Nothing timed yet: the seed's draft cost, in the units the fit now has.
+  const double draft = seed_.draft_s * v / seed_.verify_seconds(k) * k;
+  return seed_.overlap ? std::max(v, draft) : v + draft;
+}
+
+int AdaptiveController::best_k() const {
+  int best = 1;
+  double best_rate = rate(1);
+  for (int k = 2; k <= opt_.max_k; ++k)
+    if (const double r = rate(k); r > best_rate) best = k, best_rate = r;
+  return best;
+}
+
+int AdaptiveController::choose() {
+  if (backoff_ > 0) {
+    if (--backoff_ > 0) return 0;
+    // A probe: one short draft to see whether the text has turned predictable.
+    probing_ = true;
+    return std::min(opt_.probe_k, opt_.max_k);
+  }
+  const int k = best_k();
+  if (rate(k) > opt_.margin * rate(0)) return k;
+  // Nothing pays: decode plain, and wait longer before each new probe.
+  backoff_ = next_backoff_;
+  next_backoff_ = std::min(opt_.backoff_max, 2 * next_backoff_);
+  return 0;
+}
+
+void AdaptiveController::observe(const RoundObservation& r) {
+  const int k = std::clamp(r.k, 0, opt_.max_k);
+  if (k > 0) {
+    for (size_t i = 0; i < tried_.size(); ++i) tried_[i] *= opt_.decay, acc_[i] *= opt_.decay;
+    // Position i is tried only when every proposal before it was accepted.
+    for (int i = 0; i < k && i <= r.accepted; ++i) {
+      tried_[static_cast<size_t>(i)] += 1.0;
+      if (i < r.accepted) acc_[static_cast<size_t>(i)] += 1.0;
+    }
+    wait_sum_ = wait_sum_ * opt_.decay + r.wait_s;
+    wait_w_ = wait_w_ * opt_.decay + k;
+  }
+  obs_.scale(kTimeDecay);
+  if (r.verify_s > 0) {
+    obs_.add(k + 1, r.verify_s, 1.0);
+    scale_sum_ = scale_sum_ * kTimeDecay + r.verify_s / seed_.verify_seconds(k);
+    scale_w_ = scale_w_ * kTimeDecay + 1.0;
+  }
+  if (probing_ && k > 0) {
+    probing_ = false;
+    // It paid when its tokens came faster than plain decoding's: then probe
+    // often again. Accepted proposals alone are not enough when verifying
+    // costs nearly as much as decoding them one by one.
+    const double t = r.wait_s + r.verify_s;
+    if (t > 0 && (r.accepted + 1) / t > opt_.margin / verify_seconds(0))
+      next_backoff_ = opt_.backoff_min;
+  }
+}
+
+}  // namespace epyctune::engine::speculative

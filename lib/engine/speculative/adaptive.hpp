@@ -1,0 +1,95 @@
+// Adaptive draft length: picks K for each speculative round from what the
+// rounds so far have shown, so a good draft gets long drafts and a useless
+// one is switched off instead of slowing decoding down.
+//
+// Per round the target yields E(K) = 1 + sum_{i<=K} prod_{j<=i} a_j tokens,
+// where a_j = P(proposal j accepted | proposals 1..j-1 accepted), and the
+// round costs time(K) = wait(K) + verify(K). The controller picks the K with
+// the best E/time; when no K beats plain decoding (one single-token pass per
+// token) it decodes plain and probes again later, waiting longer each time a
+// probe fails and starting over when one pays.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/speculative/cost_model.hpp"
+
+namespace epyctune::engine::speculative {
+
+struct AdaptiveOptions {
+  int max_k = 16;
+  // Prior acceptance and its weight in pseudo-rounds. A low weight lets one
+  // failed round count: the first rounds of a useless draft are the costly ones.
+  double prior_accept = 0.5;
+  double prior_weight = 1.0;
+  // Shrinks a position's estimate toward the all-positions one, so positions
+  // never reached yet borrow what the reached ones show.
+  double position_weight = 2.0;
+  // Per-round forgetting of old evidence (acceptance drifts with the text).
+  double decay = 0.97;
+  // A K must beat plain decoding by this factor to be drafted.
+  double margin = 1.02;
+  int backoff_min = 8, backoff_max = 128;  // plain rounds before a probe
+  // Weight of the cost model's pass times (all sizes together) against the
+  // rounds' own: they set the verify curve's slope until rounds at several K
+  // have been timed, while the rounds move its level at once.
+  double cost_prior_weight = 4.0;
+  int probe_k = 1;
+};
+
+// What the controller saw in one round: k proposals verified, m accepted,
+// the verifier's time waiting for proposals and in the verify pass.
+struct RoundObservation {
+  int k = 0;
+  int accepted = 0;
+  double wait_s = 0.0;
+  double verify_s = 0.0;
+};
+
+class AdaptiveController {
+ public:
+  AdaptiveController(AdaptiveOptions opt, const CostModel& seed);
+
+  // K for the next round: 0 = plain decoding.
+  int choose();
+  void observe(const RoundObservation& r);
+
+  // The current estimates (also what bench prints as the prediction).
+  double accept_at(int pos) const;  // a_pos, 1-based
+  double expected_tokens(int k) const;
+  double round_seconds(int k) const;
+  double rate(int k) const { return expected_tokens(k) / round_seconds(k); }
+  int best_k() const;  // argmax of rate over 1..max_k
+  int backoff() const { return backoff_; }
+
+ private:
+  double verify_seconds(int k) const;
+  double pooled_accept() const;
+
+  AdaptiveOptions opt_;
+  CostModel seed_;
+  // Decayed counts per position (index 0 = position 1).
+  std::vector<double> tried_, acc_;
+  // Verify time as a line in the pass's tokens, fitted by weighted least
+  // squares to the seed's points (fixed weight) and the rounds' timings
+  // (decayed). A per-K table would trap the controller at the first K it
+  // tried: the others would never be timed, so never look cheaper.
+  struct Fit {
+    double w = 0, x = 0, y = 0, xx = 0, xy = 0;
+    void add(double px, double py, double pw) {
+      w += pw, x += pw * px, y += pw * py, xx += pw * px * px, xy += pw * px * py;
+    }
+    void scale(double f) { w *= f, x *= f, y *= f, xx *= f, xy *= f; }
+  };
+  Fit prior_, obs_;
+  // The seed in this run's units: decayed mean of timed / seeded (the seed
+  // may be relative, or measured under another load).
+  double scale_sum_ = 0.0, scale_w_ = 0.0;
+  double wait_sum_ = 0.0, wait_w_ = 0.0;  // per proposal
+  int backoff_ = 0;                       // plain rounds left before a probe
+  int next_backoff_;
+  bool probing_ = false;
+};
+
+}  // namespace epyctune::engine::speculative

@@ -1,0 +1,76 @@
+// What a speculative round costs on this host, and the speed-up it predicts.
+//
+// A model's pass time by batch size (measured once per host and model with a
+// few forward passes of n tokens truncated back, then cached) gives the
+// verify pass at K (n = K + 1) and the draft's cost per proposal (n = 1).
+// With acceptance by position it predicts tokens per second for every draft
+// source, K and mode; the adaptive controller starts from it and corrects it
+// with the timings of the rounds it runs.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/model/causal_lm.hpp"
+
+namespace epyctune::engine::speculative {
+
+// Seconds of one forward pass of n tokens, at the measured n (increasing,
+// starting at 1); linear in between and past the last.
+struct PassTimes {
+  std::vector<int> n;
+  std::vector<double> s;
+  bool empty() const { return n.empty(); }
+  double at(int tokens) const;
+};
+
+struct CostModel {
+  PassTimes target;       // the verify pass: K proposals = K + 1 tokens
+  double draft_s = 0.0;   // the verifier's cost per proposal (one draft pass)
+  bool overlap = false;   // partitioned: drafts are computed while the target verifies
+  bool measured = false;  // false: relative defaults (plain pass = 1)
+
+  double verify_seconds(int k) const { return target.at(k + 1); }
+  // Shared: the draft passes, then the verify. Partitioned: the slower of the two.
+  double round_seconds(int k) const;
+};
+
+// Relative defaults for when nothing is measured: a verify pass that grows
+// slowly with K (weights stream once per pass) and a draft at a tenth of it.
+CostModel default_cost_model();
+
+// E(K) = 1 + sum_{i<=K} prod_{j<=i} a_j; a_j for j past accept.size() repeats
+// the last entry (0 when empty).
+double expected_tokens(int k, std::span<const double> accept);
+// Tokens per second of K against plain decoding (one single-token pass per token).
+double predicted_speedup(const CostModel& c, int k, std::span<const double> accept);
+
+// Times passes of the batch sizes up to max_tokens after a ctx-token context,
+// median of `passes` each. Leaves the model's cache empty.
+PassTimes measure_pass_times(CausalLM& m, int max_tokens, int ctx = 64, int passes = 3);
+
+// The cache: one JSON file per model and host under $XDG_CACHE_HOME/epyctune
+// (else ~/.cache/epyctune). The key names the model file (path, size,
+// mtime), the CPUs and the ISA, so any change re-measures.
+std::filesystem::path cost_cache_dir();
+std::string cost_cache_key(const std::filesystem::path& model, const std::string& cpus,
+                           const std::string& isa);
+// nullopt (and why, in *why) when the file is missing, malformed, for
+// another key, or holds non-positive or non-finite times.
+std::optional<PassTimes> read_cost_cache(const std::filesystem::path& file, const std::string& key,
+                                         std::string* why = nullptr);
+void write_cost_cache(const std::filesystem::path& file, const std::string& key,
+                      const PassTimes& t);
+std::filesystem::path cost_cache_file(const std::filesystem::path& dir, const std::string& key);
+
+// The cached pass times when valid, else measured and written back (a
+// cache that cannot be written is only a note). use_cache false: measure,
+// neither read nor write.
+PassTimes cached_pass_times(CausalLM& m, const std::string& key, int max_tokens, bool use_cache,
+                            std::string* note = nullptr);
+
+}  // namespace epyctune::engine::speculative
