@@ -231,6 +231,7 @@ void write_model(const std::filesystem::path& path, const ModelShape& shape,
   w.set_u32("llama.feed_forward_length", s.ffn);
   w.set_u32("llama.attention.head_count", s.heads);
   w.set_u32("llama.attention.head_count_kv", s.kv_heads);
+  for (const auto& [key, value] : opts.extra_u32) w.set_u32(key, value);
   w.set_f32("llama.attention.layer_norm_rms_epsilon", s.norm_eps);
   w.set_f32("llama.rope.freq_base", s.rope_base);
   w.set_u32("llama.rope.dimension_count", s.head_dim());
