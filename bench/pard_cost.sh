@@ -9,12 +9,13 @@
 # (draft_s / target_passes; the one-token prompt adds nothing measurable).
 # Rounds of the two kinds run interleaved; medians of REPEAT.
 #
-# usage: bench/pard_cost.sh ENGINE [DIR=/tmp/epyctune-models] [REPEAT=3] [CPUS=0-1]
+# usage: bench/pard_cost.sh ENGINE [DIR=/tmp/epyctune-models] [REPEAT=3] [CPUS=0-1] [N=128]
 set -euo pipefail
-engine=${1:?usage: pard_cost.sh ENGINE [DIR] [REPEAT] [CPUS]}
+engine=${1:?usage: pard_cost.sh ENGINE [DIR] [REPEAT] [CPUS] [N]}
 dir=${2:-/tmp/epyctune-models}
 repeat=${3:-3}
 cpus=${4:-0-1}
+n=${5:-128}
 ar=$dir/1b-q4_0.gguf
 par=$dir/1b-q4_0-pard.gguf
 mkdir -p "$dir"
@@ -36,7 +37,7 @@ for ((r = 0; r < repeat; r++)); do
       d=$ar
       [[ $kind == par ]] && d=$par
       j=$("$engine" generate --json --model "$ar" --model-draft "$d" --draft-max "$k" \
-        --spec-mode shared --cpus "$cpus" -n 128 --prompt "x")
+        --spec-mode shared --cpus "$cpus" -n "$n" --prompt "x")
       cost[$kind,$k]+="$(jq '.spec.draft_s / .spec.target_passes * 1000' <<<"$j") "
       passes[$kind,$k]=$(jq '(.spec.draft_passes / .spec.target_passes * 100 | round) / 100' <<<"$j")
     done
