@@ -29,6 +29,7 @@ struct MkmodelArgs {
   int threads = 0;
   bool json = false;
   bool fast_quant = false;
+  bool pard = false;
 };
 
 int run_plain(const MkmodelArgs& a) {
@@ -49,6 +50,8 @@ int run_plain(const MkmodelArgs& a) {
     wo.vocab.copy_from = a.vocab;
   }
   eng::validate_shape(shape);
+  if (a.pard)  // the last id as the mask: the weights are not trained for it
+    wo.extra_u32.emplace_back("pard.mask_token_id", static_cast<uint32_t>(shape.vocab - 1));
   if (!(a.residual_decay > 0.0 && a.residual_decay <= 1.0))
     throw std::invalid_argument("--residual-decay: must be in (0, 1]");
   if (a.residual_decay < 1.0) {
@@ -101,6 +104,7 @@ int run_pair(const MkmodelArgs& a) {
   po.draft_layers = a.draft_layers;
   po.sequences = a.calib_seqs;
   po.steps = a.calib_steps;
+  po.pard = a.pard;
   po.log = [](const std::string& s) {
     std::fprintf(stderr, "[mkmodel --pair-of] %s\n", s.c_str());
   };
@@ -155,6 +159,9 @@ void add_mkmodel_command(CLI::App& app, GlobalOptions& global) {
       ->capture_default_str();
   cmd->add_option("--pair-of", args->pair_of, "Write a draft for this target instead");
   cmd->add_option("--agreement", args->agreement, "Greedy agreement the draft should reach");
+  cmd->add_flag(
+      "--pard", args->pard,
+      "Mark the model a PARD-style parallel draft (mask token = last id, in its metadata)");
   cmd->add_option("--draft-layers", args->draft_layers, "Draft layers (0 = chosen to reach A)");
   cmd->add_option("--calib-seqs", args->calib_seqs, "Greedy target trajectories to calibrate on")
       ->capture_default_str();

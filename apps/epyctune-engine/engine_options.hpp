@@ -17,7 +17,13 @@ inline void add_engine_options(CLI::App* cmd, engine::serving::EngineConfig& a) 
   // llama.cpp's -md reaches here as --model-draft: main() rewrites it
   // (llama_style_args), since CLI11 reads "-md" as -m d.
   cmd->add_option("--model-draft", a.draft, "Draft model (GGUF, same vocabulary); also -md");
-  cmd->add_option("--lookup", a.lookup, "N-gram lookup drafting: longest n-gram N (0 = off)");
+  // Bare --lookup: n-grams of 1..8 over the whole context, which follows the
+  // long repeated spans of code editing and quoting.
+  cmd->add_option("--lookup", a.lookup,
+                  "N-gram lookup drafting over prompt and output: longest n-gram N (0 = off; "
+                  "bare --lookup = 8)")
+      ->expected(0, 1)
+      ->default_str("8");
   cmd->add_option("--lookup-min", a.lookup_min, "Shortest n-gram lookup accepts")
       ->capture_default_str();
   cmd->add_option_function<std::string>(

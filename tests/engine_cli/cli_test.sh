@@ -42,6 +42,13 @@ ad=$(gen -p "hello world" -md "$base/t.gguf" --draft-max adaptive:5 --spec-mode 
 [[ $(json 'j["spec"]["adaptive"]' <<<"$spec") == "False" ]] || fail "--draft-max 3 is a fixed K"
 gen -p a -md "$base/t.gguf" --draft-max often >/dev/null 2>&1 && fail "--draft-max often accepted"
 gen -p a --draft "$base/t.gguf" >/dev/null 2>&1 && fail "old --draft accepted"
+# Bare --lookup: n-grams up to 8 over prompt and output, same tokens as plain.
+lk=$(gen -p "hello world hello world" --lookup --draft-max 4)
+[[ $(json 'j["spec"]["lookup"], j["spec"]["enabled"]' <<<"$lk") == "8 True" ]] || fail "bare --lookup"
+# mkmodel --pard: a PARD-style draft that generate drafts with, same tokens as plain.
+"$bin" mkmodel "$base/p.gguf" --shape tiny --quant q8_0 -t 1 --seed 2 --pard 2>/dev/null
+pd=$(gen -p "hello world" --model-draft "$base/p.gguf" --draft-max 4 --spec-mode shared)
+[[ "$(json 'j["tokens"]' <<<"$pd")" == "$(gen -p "hello world" | json 'j["tokens"]')" ]] || fail "--pard draft"
 gen -p a --draft-len 2 >/dev/null 2>&1 && fail "old --draft-len accepted"
 
 # bench: --passes, -r repetitions, -t threads; -n is not passes.

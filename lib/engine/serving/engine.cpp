@@ -159,6 +159,9 @@ void Engine::load(const LoadProgress& progress) {
   if (has_draft_model(cfg_)) {
     mo_draft.progress = report(cfg_.draft);
     draft_ = LlamaModel::load(cfg_.draft, partitioned() ? *draft_pool_ : *verify_pool_, mo_draft);
+    // A PARD-style draft (mask token in its metadata) drafts a batch per pass.
+    if (auto mask = speculative::pard_mask_token(draft_->file()))
+      pard_ = std::make_unique<speculative::ParallelDraftModel>(*draft_, *mask);
   }
   if (launch_) {
     launch_->bind_kv(*target_, false);
@@ -235,7 +238,8 @@ Completion Engine::generate(std::span<const int32_t> prompt, int n_predict,
   if (!ignore_eog) so.is_stop = [this](int32_t t) { return tok_->is_eog(t); };
   if (launch_ && launch_->has_partition() && partitioned())
     so.draft_thread_init = [this] { draft_thread_init(); };
-  speculative::Generator gen(*target_, draft_.get(), sampler, so);
+  speculative::Generator gen(*target_, pard_ ? static_cast<CausalLM*>(pard_.get()) : draft_.get(),
+                             sampler, so);
 
   Completion c;
   bool eog = false;

@@ -19,6 +19,7 @@
 #include "engine/runtime/thread_pool.hpp"
 #include "engine/sampling/sampler.hpp"
 #include "engine/speculative/cpu_plan.hpp"
+#include "engine/speculative/parallel_draft.hpp"
 #include "engine/speculative/speculative.hpp"
 #include "engine/tokenizer/tokenizer.hpp"
 
@@ -122,6 +123,7 @@ class Engine {
   std::unique_ptr<placement::LaunchSetup> launch_;
   std::unique_ptr<runtime::ThreadPool> verify_pool_, draft_pool_;
   std::unique_ptr<LlamaModel> target_, draft_;
+  std::unique_ptr<speculative::ParallelDraftModel> pard_;  // wraps draft_ when it is PARD-style
   std::unique_ptr<Tokenizer> tok_;
   double load_s_ = 0;
   speculative::CostModel cost_ = speculative::default_cost_model();

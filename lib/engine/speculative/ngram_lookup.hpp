@@ -1,7 +1,9 @@
 // Prompt / n-gram lookup drafting: find the most recent earlier occurrence of
 // the context's last n tokens and propose the token that followed it. Free to
 // compute and strong on text that repeats its input (code edits, quoting,
-// summaries), so it is tried before the draft model in cascade.
+// summaries), so it is tried before the draft model in cascade. Drafting uses
+// SuffixIndex (suffix_index.hpp), which gives the same answer incrementally;
+// ngram_lookup is the scan that defines it.
 #pragma once
 
 #include <cstdint>

@@ -40,10 +40,14 @@ void PipelinedFeed::run() {
     snapshot = ctx_;
     const uint64_t ep = epoch_;
     lk.unlock();
-    std::optional<Proposal> p;
+    // A parallel draft proposes the whole lookahead in one pass; an
+    // autoregressive one goes a token at a time so the verifier can take a
+    // short chain early.
+    const int want = d_.parallel() ? lookahead_ - static_cast<int>(chain_.size()) : 1;
+    std::vector<Proposal> got;
     const auto t0 = std::chrono::steady_clock::now();
     try {
-      p = d_.next(snapshot);
+      got = d_.propose(snapshot, want);
     } catch (...) {
       lk.lock();
       error_ = std::current_exception();
@@ -56,14 +60,13 @@ void PipelinedFeed::run() {
     // The verifier may have rewritten the history meanwhile: the proposal
     // continues a context that no longer exists.
     if (ep != epoch_ || ctx_.size() != snapshot.size()) {
-      if (p) ++discarded_;
+      discarded_ += static_cast<int64_t>(got.size());
       continue;
     }
-    if (!p) {
-      exhausted_ = true;
-    } else {
-      ctx_.push_back(p->token);
-      chain_.push_back(std::move(*p));
+    if (got.empty()) exhausted_ = true;
+    for (auto& p : got) {
+      ctx_.push_back(p.token);
+      chain_.push_back(std::move(p));
     }
     cv_.notify_all();
   }

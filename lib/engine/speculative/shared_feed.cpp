@@ -13,15 +13,7 @@ void SharedFeed::start(std::span<const int32_t> prompt) {
 std::vector<Proposal> SharedFeed::take(std::span<const int32_t> hist, int k) {
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<Proposal> out;
-  if (k > 0 && d_.enabled()) {
-    std::vector<int32_t> ctx(hist.begin(), hist.end());
-    for (int i = 0; i < k; ++i) {
-      auto p = d_.next(ctx);
-      if (!p) break;
-      ctx.push_back(p->token);
-      out.push_back(std::move(*p));
-    }
-  }
+  if (k > 0 && d_.enabled()) out = d_.propose(hist, k);
   draft_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;
 }

@@ -171,6 +171,7 @@ PairReport write_draft_pair(const std::filesystem::path& target_path,
   wo.quant = quant_of(tf);
   wo.seed = o.seed;
   wo.vocab.copy_from = target_path;
+  if (o.pard) wo.extra_u32.emplace_back("pard.mask_token_id", static_cast<uint32_t>(c.n_vocab - 1));
   wo.general_name = "epyctune-draft-of-" + (c.name.empty() ? std::string("target") : c.name);
 
   PairReport rep;

@@ -36,6 +36,11 @@ struct PairOptions {
   int sequences = 16;       // calibration trajectories (held-out set: half as many)
   int steps = 32;           // greedy target steps per trajectory
   int max_iterations = 12;  // bisection steps per layer count
+  // Also mark the draft PARD-style: its last vocabulary id becomes the mask
+  // token (speculative::PARD_MASK_KEY), so it drafts a batch per pass. The
+  // weights are not trained for it: only the first token of a batch is
+  // predicted as well as the autoregressive draft's.
+  bool pard = false;
   std::function<void(const std::string&)> log;  // progress lines
 };
 

@@ -361,6 +361,7 @@ void write_model(const std::filesystem::path& path, const ModelShape& shape,
   const ModelShape& s = shape;
   gguf::Writer w;
   write_hparams(w, s, opts);
+  for (const auto& [key, value] : opts.extra_u32) w.set_u32(key, value);
   if (opts.vocab.copy_from.empty()) {
     write_synthetic_vocab(w, s.vocab, opts.seed);
   } else {

@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "engine/gguf/ggml_types.hpp"
@@ -94,6 +95,8 @@ struct WriteOptions {
   // change (only the rounding error does).
   bool fast_quant = false;
   std::function<void(std::string_view tensor, int index, int count)> progress;
+  // More u32 metadata, e.g. a PARD-style draft's mask token.
+  std::vector<std::pair<std::string, uint32_t>> extra_u32;
 };
 
 // The default weights: seeded, approximately normal values (Irwin-Hall of 4
