@@ -244,10 +244,12 @@ ModelShape parse_shape(std::string_view spec) {
       s.ctx = v;
     else if (key == "head_dim")
       s.head_dim_override = v;
+    else if (key == "rope_orig_ctx")
+      s.rope_orig_ctx = v;
     else
       throw std::invalid_argument(fmt::format(
           "shape: unknown key '{}' (dim, layers, heads, kv_heads, ffn, vocab, ctx, head_dim, "
-          "rope_base, rope_factor, eps, tied, arch)",
+          "rope_base, rope_factor, rope_orig_ctx, eps, tied, arch)",
           key));
   }
   if (!kv_set) s.kv_heads = s.heads;

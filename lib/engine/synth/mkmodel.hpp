@@ -54,7 +54,7 @@ std::vector<float> llama3_rope_freqs(const ModelShape& s);
 // the real models' config.json geometry: "llama3.1-8b", "llama3.2-1b" (both
 // with rope_freqs), "qwen2.5-7b", "qwen2.5-0.5b", "qwen3-8b", "qwen3-0.6b";
 // or key=value items "dim=..,layers=..,heads=..,kv_heads=..,ffn=..,vocab=..,
-// ctx=..,head_dim=..,rope_base=..,rope_factor=..,eps=..,tied=..,arch=.."
+// ctx=..,head_dim=..,rope_base=..,rope_factor=..,rope_orig_ctx=..,eps=..,tied=..,arch=.."
 // after an optional preset ("qwen2.5-7b,layers=2,vocab=8192"; without one,
 // unset keys take tiny's values and kv_heads defaults to heads). Throws
 // std::invalid_argument naming the bad key or inconsistency.
