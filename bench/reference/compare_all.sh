@@ -12,7 +12,7 @@ build=${1:?build dir}; out=${2:-/tmp/epyctune-reference}; n=${3:-64}
 layers=${4:-2}; vocab=${5:-8192}
 E=$build/apps/epyctune-engine/epyctune-engine
 mkdir -p "$out"
-shapes=(tiny "tiny,arch=qwen2" "tiny,arch=qwen3" "tiny,rope_factor=8,ctx=16384"
+shapes=(tiny "tiny,arch=qwen2" "tiny,arch=qwen3" "tiny,rope_factor=8,rope_orig_ctx=16,ctx=16384"
         llama3.1-8b llama3.2-1b qwen2.5-7b qwen2.5-0.5b qwen3-8b qwen3-0.6b)
 printf '%-34s %-7s %-6s %s\n' shape arch size result
 for s in "${shapes[@]}"; do

@@ -274,10 +274,13 @@ ModelShape parse_shape(std::string_view spec) {
       s.experts_used = v;
     else if (key == "expert_ffn")
       s.expert_ffn = v;
+    else if (key == "rope_orig_ctx")
+      s.rope_orig_ctx = v;
     else
       throw std::invalid_argument(fmt::format(
           "shape: unknown key '{}' (dim, layers, heads, kv_heads, ffn, vocab, ctx, head_dim, "
-          "experts, experts_used, expert_ffn, rope_base, rope_factor, eps, tied, arch)",
+          "experts, experts_used, expert_ffn, rope_base, rope_factor, rope_orig_ctx, eps, tied, "
+          "arch)",
           key));
   }
   if (!kv_set) s.kv_heads = s.heads;

@@ -60,7 +60,7 @@ std::vector<float> llama3_rope_freqs(const ModelShape& s);
 // "qwen3-30b-a3b" (qwen3moe: 128 experts of which 8 run, expert FFN 768);
 // or key=value items "dim=..,layers=..,heads=..,kv_heads=..,ffn=..,vocab=..,
 // ctx=..,head_dim=..,experts=..,experts_used=..,expert_ffn=..,rope_base=..,
-// rope_factor=..,eps=..,tied=..,arch=.."
+// rope_factor=..,rope_orig_ctx=..,eps=..,tied=..,arch=.."
 // after an optional preset ("qwen2.5-7b,layers=2,vocab=8192"; without one,
 // unset keys take tiny's values and kv_heads defaults to heads). Throws
 // std::invalid_argument naming the bad key or inconsistency.
