@@ -16,6 +16,20 @@ inline int nearest_int(float fval) {
   return (i & 0x007fffff) - 0x00400000;
 }
 
+// The element of largest magnitude, with its sign (the first on ties): the
+// symmetric quantizers scale by it so that it lands on the grid's end.
+inline float signed_absmax(const float* x, int n) {
+  float amax = 0.0f, max = 0.0f;
+  for (int j = 0; j < n; ++j) {
+    const float a = x[j] < 0 ? -x[j] : x[j];
+    if (amax < a) {
+      amax = a;
+      max = x[j];
+    }
+  }
+  return max;
+}
+
 }  // namespace
 
 // ggml's make_qkx2_quants (no MAD): a sub-block's scale and min.

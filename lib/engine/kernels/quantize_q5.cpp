@@ -84,13 +84,7 @@ void q5k_scales(const float* x, BlockQ5_K& y, uint8_t* L, int nstep) {
 void quantize_q5_0(const float* x, void* out, int64_t nb) {
   auto* y = static_cast<BlockQ5_0*>(out);
   for (int64_t i = 0; i < nb; ++i, x += 32) {
-    float amax = 0.0f, max = 0.0f;
-    for (int j = 0; j < 32; ++j) {
-      if (amax < std::fabs(x[j])) {
-        amax = std::fabs(x[j]);
-        max = x[j];
-      }
-    }
+    const float max = signed_absmax(x, 32);
     const float d = max / -16;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     y[i].d = f32_to_fp16(d);

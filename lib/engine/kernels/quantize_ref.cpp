@@ -21,13 +21,7 @@ constexpr float kGroupMaxEps = 1e-15f;
 
 void quantize_q4_0(const float* x, BlockQ4_0* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += 32) {
-    float amax = 0.0f, max = 0.0f;
-    for (int j = 0; j < 32; ++j) {
-      if (amax < std::fabs(x[j])) {
-        amax = std::fabs(x[j]);
-        max = x[j];
-      }
-    }
+    const float max = signed_absmax(x, 32);
     const float d = max / -8;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     y[i].d = f32_to_fp16(d);
