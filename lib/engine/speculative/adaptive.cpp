@@ -8,6 +8,10 @@ namespace epyctune::engine::speculative {
 namespace {
 // Timings forget faster than acceptance: a host's load changes within seconds.
 constexpr double kTimeDecay = 0.9;
+// The slope forgets slowly: a controller settled at one K times other sizes
+// only now and then (plain rounds, probes), and forgetting those would hand
+// the slope back to the seed, which may have been measured under other load.
+constexpr double kSlopeDecay = 0.99;
 }  // namespace
 
 AdaptiveController::AdaptiveController(AdaptiveOptions opt, const CostModel& seed)
@@ -52,12 +56,22 @@ double AdaptiveController::expected_tokens(int k) const {
 
 double AdaptiveController::verify_seconds(int k) const {
   const double scale = scale_w_ > 0 ? scale_sum_ / scale_w_ : 1.0;
-  Fit f = prior_;
-  f.y *= scale, f.xy *= scale;
-  f.w += obs_.w, f.x += obs_.x, f.y += obs_.y, f.xx += obs_.xx, f.xy += obs_.xy;
-  const double mx = f.x / f.w, my = f.y / f.w;
-  const double var = f.xx / f.w - mx * mx, cov = f.xy / f.w - mx * my;
-  const double slope = var > 1e-12 ? std::max(0.0, cov / var) : 0.0;
+  const Fit& p = prior_;
+  const double pmx = p.x / p.w, pmy = scale * p.y / p.w;
+  const double pvar = p.xx / p.w - pmx * pmx, pcov = scale * p.xy / p.w - pmx * pmy;
+  const double prior_slope = pvar > 1e-12 ? std::max(0.0, pcov / pvar) : 0.0;
+  if (obs_.w <= 1e-12) return std::max(1e-9, pmy + prior_slope * (k + 1 - pmx));
+  // The level is the rounds' own; the slope is the seed's until the rounds
+  // have timed passes of several sizes (ridge regression toward it). Mixing
+  // the seed's points into the fit instead would let their wide spread
+  // outvote any number of rounds on the slope, and a seed measured under
+  // other load would then keep long drafts looking dearer than they are.
+  const double mx = obs_.x / obs_.w, my = obs_.y / obs_.w;
+  const Fit& l = slope_obs_;
+  const double lx = l.x / l.w, ly = l.y / l.w;
+  const double sxx = l.xx - l.w * lx * lx, sxy = l.xy - l.w * lx * ly;
+  const double slope = std::max(0.0, (sxy + opt_.cost_prior_weight * prior_slope) /
+                                         (std::max(0.0, sxx) + opt_.cost_prior_weight));
   return std::max(1e-9, my + slope * (k + 1 - mx));
 }
 
@@ -79,6 +93,15 @@ int AdaptiveController::best_k() const {
 }
 
 int AdaptiveController::choose() {
+  if (!started_) {
+    // A new draft is tried at once, at the K its prior asks for: waiting for
+    // a first backoff to end costs a good draft its best rounds, while a
+    // useless one costs one round here and is backed off after a round or
+    // two more, as its acceptance estimate falls.
+    started_ = true;
+    probing_ = true;
+    return best_k();
+  }
   if (backoff_ > 0) {
     if (--backoff_ > 0) return 0;
     // A probe: one short draft to see whether the text has turned predictable.
@@ -106,8 +129,10 @@ void AdaptiveController::observe(const RoundObservation& r) {
     wait_w_ = wait_w_ * opt_.decay + k;
   }
   obs_.scale(kTimeDecay);
+  slope_obs_.scale(kSlopeDecay);
   if (r.verify_s > 0) {
     obs_.add(k + 1, r.verify_s, 1.0);
+    slope_obs_.add(k + 1, r.verify_s, 1.0);
     scale_sum_ = scale_sum_ * kTimeDecay + r.verify_s / seed_.verify_seconds(k);
     scale_w_ = scale_w_ * kTimeDecay + 1.0;
   }

@@ -5,9 +5,10 @@
 // Per round the target yields E(K) = 1 + sum_{i<=K} prod_{j<=i} a_j tokens,
 // where a_j = P(proposal j accepted | proposals 1..j-1 accepted), and the
 // round costs time(K) = wait(K) + verify(K). The controller picks the K with
-// the best E/time; when no K beats plain decoding (one single-token pass per
-// token) it decodes plain and probes again later, waiting longer each time a
-// probe fails and starting over when one pays.
+// the best E/time, the first round at once whatever the prior says; when no
+// K beats plain decoding (one single-token pass per token) it decodes plain
+// and probes again later, waiting longer each time a probe fails and
+// starting over when one pays.
 #pragma once
 
 #include <cstdint>
@@ -19,9 +20,11 @@ namespace epyctune::engine::speculative {
 
 struct AdaptiveOptions {
   int max_k = 16;
-  // Prior acceptance and its weight in pseudo-rounds. A low weight lets one
-  // failed round count: the first rounds of a useless draft are the costly ones.
-  double prior_accept = 0.5;
+  // Prior acceptance and its weight in pseudo-rounds. Optimistic, so a new
+  // draft starts at a K that lets a good one show itself in its first round;
+  // the low weight lets one failed round count, so a useless draft is backed
+  // off after a round or two.
+  double prior_accept = 0.8;
   double prior_weight = 1.0;
   // Shrinks a position's estimate toward the all-positions one, so positions
   // never reached yet borrow what the reached ones show.
@@ -31,9 +34,9 @@ struct AdaptiveOptions {
   // A K must beat plain decoding by this factor to be drafted.
   double margin = 1.02;
   int backoff_min = 8, backoff_max = 128;  // plain rounds before a probe
-  // Weight of the cost model's pass times (all sizes together) against the
-  // rounds' own: they set the verify curve's slope until rounds at several K
-  // have been timed, while the rounds move its level at once.
+  // Weight (in rounds, times squared tokens of spread) of the cost model's
+  // verify slope against the rounds' own: it holds until rounds at several K
+  // have been timed, while the rounds move the level at once.
   double cost_prior_weight = 4.0;
   int probe_k = 1;
 };
@@ -71,10 +74,11 @@ class AdaptiveController {
   CostModel seed_;
   // Decayed counts per position (index 0 = position 1).
   std::vector<double> tried_, acc_;
-  // Verify time as a line in the pass's tokens, fitted by weighted least
-  // squares to the seed's points (fixed weight) and the rounds' timings
-  // (decayed). A per-K table would trap the controller at the first K it
-  // tried: the others would never be timed, so never look cheaper.
+  // Verify time as a line in the pass's tokens: the seed's points give a
+  // prior slope, the rounds' timings (decayed) the level and, once they
+  // spread over several K, the slope. A per-K table would trap the
+  // controller at the first K it tried: the others would never be timed, so
+  // never look cheaper.
   struct Fit {
     double w = 0, x = 0, y = 0, xx = 0, xy = 0;
     void add(double px, double py, double pw) {
@@ -82,7 +86,7 @@ class AdaptiveController {
     }
     void scale(double f) { w *= f, x *= f, y *= f, xx *= f, xy *= f; }
   };
-  Fit prior_, obs_;
+  Fit prior_, obs_, slope_obs_;  // slope_obs_: the same timings, kept longer
   // The seed in this run's units: decayed mean of timed / seeded (the seed
   // may be relative, or measured under another load).
   double scale_sum_ = 0.0, scale_w_ = 0.0;
@@ -90,6 +94,7 @@ class AdaptiveController {
   int backoff_ = 0;                       // plain rounds left before a probe
   int next_backoff_;
   bool probing_ = false;
+  bool started_ = false;
 };
 
 }  // namespace epyctune::engine::speculative
