@@ -27,10 +27,11 @@ AdaptiveController::AdaptiveController(AdaptiveOptions opt, const CostModel& see
   for (const auto& [x, y] : pts) prior_.add(x, y, opt_.cost_prior_weight / double(pts.size()));
 }
 
-double AdaptiveController::pooled_accept() const {
+double AdaptiveController::pooled_accept(double extra_accepted) const {
   double t = 0, a = 0;
   for (size_t i = 0; i < tried_.size(); ++i) t += tried_[i], a += acc_[i];
-  return (a + opt_.prior_accept * opt_.prior_weight) / (t + opt_.prior_weight);
+  return (a + opt_.prior_accept * opt_.prior_weight + extra_accepted) /
+         (t + opt_.prior_weight + extra_accepted);
 }
 
 double AdaptiveController::accept_at(int pos) const {
@@ -110,6 +111,12 @@ int AdaptiveController::choose() {
   }
   const int k = best_k();
   if (rate(k) > opt_.margin * rate(0)) return k;
+  // Backing off on thin evidence is dear: two early rejections from a good
+  // draft would cost it the 8+ rounds of the backoff. So a K=1 round goes on
+  // while one more accepted proposal would make it pay; a useless draft's
+  // growing count of rejections soon outweighs that one.
+  const double a1 = pooled_accept(1.0);
+  if ((1.0 + a1) / round_seconds(1) > opt_.margin * rate(0)) return 1;
   // Nothing pays: decode plain, and wait longer before each new probe.
   backoff_ = next_backoff_;
   next_backoff_ = std::min(opt_.backoff_max, 2 * next_backoff_);

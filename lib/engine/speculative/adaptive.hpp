@@ -68,7 +68,8 @@ class AdaptiveController {
 
  private:
   double verify_seconds(int k) const;
-  double pooled_accept() const;
+  // All positions together; extra_accepted adds pseudo-accepted proposals.
+  double pooled_accept(double extra_accepted = 0.0) const;
 
   AdaptiveOptions opt_;
   CostModel seed_;
