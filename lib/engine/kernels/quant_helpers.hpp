@@ -2,8 +2,11 @@
 // and the entry points of the 5-bit / MXFP4 quantizers.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+
+#include "engine/kernels/blocks.hpp"
 
 namespace epyctune::engine::kernels::detail {
 namespace {
@@ -28,6 +31,24 @@ inline float signed_absmax(const float* x, int n) {
     }
   }
   return max;
+}
+
+// The levels of a K-quant super-block (256 values) under the 6-bit scales
+// and mins already packed in `scales`, clamped to [0, max_level]: Q4_K's
+// (15) and Q5_K's (31) final pass. A sub-block whose scale is 0 keeps L.
+inline void k_quant_levels(const float* x, const uint8_t* scales, uint16_t d16, uint16_t dmin16,
+                           uint8_t* L, int max_level) {
+  for (int j = 0; j < 8; ++j) {
+    uint8_t sc, m;
+    q4k_scale_min(j, scales, sc, m);
+    const float d = fp16_to_f32(d16) * sc;
+    if (d == 0.0f) continue;
+    const float dm = fp16_to_f32(dmin16) * m;
+    for (int ii = 0; ii < 32; ++ii) {
+      const int l = nearest_int((x[32 * j + ii] + dm) / d);
+      L[32 * j + ii] = static_cast<uint8_t>(std::max(0, std::min(max_level, l)));
+    }
+  }
 }
 
 }  // namespace

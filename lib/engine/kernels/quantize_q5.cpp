@@ -119,17 +119,7 @@ void quantize_q5_K(const float* x, void* out, int64_t nb, int nstep) {
   uint8_t L[256];
   for (int64_t i = 0; i < nb; ++i, x += 256) {
     q5k_scales(x, y[i], L, nstep);
-    for (int j = 0; j < 8; ++j) {
-      uint8_t sc, m;
-      q4k_scale_min(j, y[i].scales, sc, m);
-      const float d = fp16_to_f32(y[i].d) * sc;
-      if (d == 0.0f) continue;
-      const float dm = fp16_to_f32(y[i].dmin) * m;
-      for (int ii = 0; ii < 32; ++ii) {
-        const int l = nearest_int((x[32 * j + ii] + dm) / d);
-        L[32 * j + ii] = static_cast<uint8_t>(std::max(0, std::min(31, l)));
-      }
-    }
+    k_quant_levels(x, y[i].scales, y[i].d, y[i].dmin, L, 31);
     std::memset(y[i].qh, 0, 32);
     for (int j = 0; j < 8; ++j) {  // sub-block j: nibbles of chunk j / 2, qh bit j
       uint8_t* ql = y[i].qs + 32 * (j / 2);

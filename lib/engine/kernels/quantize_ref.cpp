@@ -208,17 +208,7 @@ void quantize_q4_K(const float* x, BlockQ4_K* y, int64_t nb, int nstep) {
     }
     y[i].d = f32_to_fp16(max_scale / 63.f);
     y[i].dmin = f32_to_fp16(max_min / 63.f);
-    for (int j = 0; j < 8; ++j) {
-      uint8_t sc, m;
-      q4k_scale_min(j, y[i].scales, sc, m);
-      const float d = fp16_to_f32(y[i].d) * sc;
-      if (d == 0.0f) continue;
-      const float dm = fp16_to_f32(y[i].dmin) * m;
-      for (int ii = 0; ii < 32; ++ii) {
-        const int l = nearest_int((x[32 * j + ii] + dm) / d);
-        L[32 * j + ii] = static_cast<uint8_t>(std::max(0, std::min(15, l)));
-      }
-    }
+    k_quant_levels(x, y[i].scales, y[i].d, y[i].dmin, L, 15);
     uint8_t* q = y[i].qs;
     for (int j = 0; j < 256; j += 64, q += 32) {
       for (int l = 0; l < 32; ++l) q[l] = static_cast<uint8_t>(L[j + l] | (L[j + l + 32] << 4));
