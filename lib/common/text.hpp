@@ -11,4 +11,9 @@ namespace epyctune::common {
 std::string_view trim_view(std::string_view s);
 std::string trim(std::string_view s);
 
+// Text read from the host (cpuinfo, an hwloc export, a path) made valid UTF-8:
+// each byte that does not start a well-formed sequence becomes U+FFFD. JSON
+// output needs valid UTF-8, and a garbled model name must not stop `detect`.
+std::string valid_utf8(std::string_view s);
+
 }  // namespace epyctune::common

@@ -13,6 +13,7 @@
 namespace epyctune::host {
 
 using common::trim;
+using common::valid_utf8;
 
 namespace {
 
@@ -26,7 +27,7 @@ int to_int(std::string_view s, int base = 10) {
 std::vector<std::string> split_words(std::string_view s) {
   std::vector<std::string> out;
   std::istringstream in{std::string(s)};
-  for (std::string w; in >> w;) out.push_back(w);
+  for (std::string w; in >> w;) out.push_back(valid_utf8(w));
   return out;
 }
 
@@ -81,13 +82,13 @@ CpuIdentity parse_cpuinfo_identity(std::string_view text) {
     std::string key = trim(std::string_view(line).substr(0, colon));
     std::string_view val = std::string_view(line).substr(colon + 1);
     if (key == "vendor_id")
-      id.vendor = trim(val);
+      id.vendor = valid_utf8(trim(val));
     else if (key == "cpu family")
       id.family = to_int(val);
     else if (key == "model")
       id.model = to_int(val);
     else if (key == "model name")
-      id.os_model_name = trim(val);
+      id.os_model_name = valid_utf8(trim(val));
     else if (key == "stepping")
       id.stepping = to_int(val);
     else if (key == "flags")
@@ -128,11 +129,11 @@ CpuIdentity identify_cpu(const Sysroot& root) {
   cpu_raw_data_t raw{};
   cpu_id_t data{};
   if (cpuid_get_raw_data(&raw) == 0 && cpu_identify(&raw, &data) == 0) {
-    id.vendor = data.vendor_str;
+    id.vendor = valid_utf8(data.vendor_str);
     id.family = data.ext_family;
     id.model = data.ext_model;
     id.stepping = data.stepping;
-    id.brand = trim(data.brand_str);
+    id.brand = valid_utf8(trim(data.brand_str));
     id.codename = data.cpu_codename;  // libcpuid's guess: a hint only
   }
   unsigned a = 0, b = 0, c = 0, d = 0;
@@ -149,10 +150,10 @@ CpuIdentity identity_from_hwloc_infos(const std::string& vendor, const std::stri
                                       const std::string& model, const std::string& stepping,
                                       const std::string& brand) {
   CpuIdentity id;
-  id.brand = trim(brand);
+  id.brand = valid_utf8(trim(brand));
   id.os_model_name = id.brand;
   if (!vendor.empty() && !family.empty()) {
-    id.vendor = vendor;
+    id.vendor = valid_utf8(vendor);
     id.family = to_int(family);
     id.model = to_int(model);
     id.stepping = to_int(stepping);

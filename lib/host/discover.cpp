@@ -12,6 +12,7 @@
 #include <set>
 
 #include "common/cpulist.hpp"
+#include "common/text.hpp"
 #include "host/cpu_identity.hpp"
 #include "host/xml_input.hpp"
 
@@ -236,7 +237,7 @@ Topology discover(const Sysroot& root, const DiscoverOptions& opt) {
   std::string source;
   TopoPtr topo = load(root, opt, source);
   Topology t = build(topo.get());
-  t.source = source;
+  t.source = common::valid_utf8(source);
   t.cpu = opt.topology_xml.empty() ? identify_cpu(root) : identity_from_xml(topo.get());
   return t;
 }
@@ -244,7 +245,7 @@ Topology discover(const Sysroot& root, const DiscoverOptions& opt) {
 Topology discover_xml_text(const std::string& xml, const std::string& name) {
   TopoPtr topo = load_xml(xml, name);
   Topology t = build(topo.get());
-  t.source = "xml:" + name;
+  t.source = common::valid_utf8("xml:" + name);
   t.cpu = identity_from_xml(topo.get());
   return t;
 }

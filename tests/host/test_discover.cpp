@@ -9,6 +9,7 @@
 #include "fixture/fixture_cache.hpp"
 #include "host/cpu_identity.hpp"
 #include "host/discover.hpp"
+#include "host/json.hpp"
 
 using namespace epyctune;
 using epyctune::testing::cached_fixture;
@@ -176,4 +177,18 @@ TEST_CASE("cpu identity: family/model decide, the codename is a hint") {
   CHECK_FALSE(host::cpuid_dump_prefetch_control("80000021 0 0 0 => 1fff 0 0 0\n"));
   auto x = host::identity_from_hwloc_infos("", "", "", "", "AMD EPYC 97545 Processor");
   CHECK(x.family == 0);
+}
+
+TEST_CASE("cpu identity: bytes that are not UTF-8 are replaced, so detect --json can print them") {
+  auto id = host::parse_cpuinfo_identity(
+      "vendor_id\t: Authentic\xA9MD\nmodel name\t: AMD EPYC \xFF\xFE 9754\nflags\t: avx2 x\xC3\n");
+  auto j = host::cpu_to_json(id);
+  std::string text;
+  REQUIRE_NOTHROW(text = j.dump());
+  CHECK(id.os_model_name == "AMD EPYC \xEF\xBF\xBD\xEF\xBF\xBD 9754");
+  CHECK(id.has_flag("avx2"));
+  CHECK(id.has_flag("x\xEF\xBF\xBD"));
+  auto h = host::identity_from_hwloc_infos("Auth\xA9", "25", "17", "1", "EPYC\x80");
+  REQUIRE_NOTHROW((void)host::cpu_to_json(h).dump());
+  CHECK(h.brand == "EPYC\xEF\xBF\xBD");
 }
