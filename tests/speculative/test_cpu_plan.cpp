@@ -79,3 +79,44 @@ TEST_CASE("read_l3_ids reads the sysroot, -1 where missing") {
   }
   CHECK(read_l3_ids(dir.path(), {0, 1, 2}) == std::vector<int>{0, 7, -1});
 }
+
+TEST_CASE("the draft's share of the bandwidth sizes its partition") {
+  // 7B Q4_0 (3.8 GB) and a 1B draft (0.7 GB) at K=4: K draft passes read
+  // 2.8 GB against the target's 3.8 GB, so the draft needs 42% of the domains.
+  const double s = draft_share(3800, 700, 4);
+  CHECK(s == doctest::Approx(2800.0 / 6600.0));
+  CHECK(draft_share(0, 700, 4) == 0.0);
+  CHECK(draft_share(3800, 700, 0) == 0.0);
+
+  // 16 CCDs of 2 CPUs each, SMT siblings numbered after the first threads.
+  std::vector<int> cpus, l3;
+  for (int c = 0; c < 32; ++c) {
+    cpus.push_back(c);
+    l3.push_back(c % 16);
+  }
+  auto in = input(ModeRequest::automatic, cpus, l3);
+  in.draft_share = s;
+  auto p = plan_cpus(in);
+  REQUIRE(p.mode == SpecMode::partitioned);
+  // round(0.424 * 16) = 7 domains, 9..15, both threads of each.
+  CHECK(p.draft_cpus == std::vector<int>{9, 10, 11, 12, 13, 14, 15, 25, 26, 27, 28, 29, 30, 31});
+  CHECK(p.verify_cpus.size() == 18);
+  CHECK(p.reason.find("16 L3 domains, the draft gets 7") != std::string::npos);
+
+  // A tiny share still gets one domain; a huge one leaves the target one.
+  in.draft_share = 0.001;
+  CHECK(plan_cpus(in).draft_cpus == std::vector<int>{15, 31});
+  in.draft_share = 0.999;
+  CHECK(plan_cpus(in).verify_cpus == std::vector<int>{0, 16});
+
+  // One L3 domain: CPUs from the end.
+  auto flat = input(ModeRequest::automatic, {0, 1, 2, 3, 4, 5, 6, 7}, {0, 0, 0, 0, 0, 0, 0, 0});
+  flat.draft_share = s;
+  auto f = plan_cpus(flat);
+  CHECK(f.draft_cpus == std::vector<int>{5, 6, 7});
+  CHECK(f.reason.find("the draft gets CPUs 5-7") != std::string::npos);
+  // Two CPUs: one each, whatever the share.
+  auto two = input(ModeRequest::automatic, {0, 1}, {0, 0});
+  two.draft_share = 0.9;
+  CHECK(plan_cpus(two).draft_cpus == std::vector<int>{1});
+}

@@ -1,6 +1,8 @@
 #include "engine/serving/engine.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <optional>
 
 #include "common/cpulist.hpp"
@@ -29,6 +31,16 @@ bool has_draft_model(const EngineConfig& c) {
   return !c.draft.empty() && c.draft_max > 0;
 }
 
+uint64_t file_bytes(const std::string& path) {
+  std::error_code ec;
+  const auto n = std::filesystem::file_size(path, ec);
+  return ec ? 0 : n;
+}
+
+// The K the partition split is sized for: the adaptive controller moves K
+// from round to round while the split is fixed for the run, so a middling one.
+constexpr int kSplitK = 4;
+
 speculative::CpuPlan plan_own_cpus(const EngineConfig& c) {
   speculative::CpuPlanInput in;
   in.request = speculative::parse_mode_request(c.spec_mode);
@@ -38,6 +50,10 @@ speculative::CpuPlan plan_own_cpus(const EngineConfig& c) {
   in.l3_ids = speculative::read_l3_ids("/", in.cpus);
   in.draft_cpus = cpus_opt(c.draft_cpus, "--draft-cpus");
   in.verify_cpus = cpus_opt(c.verify_cpus, "--verify-cpus");
+  if (in.has_draft_model)
+    in.draft_share =
+        speculative::draft_share(file_bytes(c.model), file_bytes(c.draft),
+                                 c.draft_adaptive ? std::min(kSplitK, c.draft_max) : c.draft_max);
   auto plan = speculative::plan_cpus(in);
   if (in.request != speculative::ModeRequest::automatic || in.draft_cpus || in.verify_cpus ||
       !c.draft_adaptive || !c.cost_cache)

@@ -1,6 +1,7 @@
 #include "engine/speculative/cpu_plan.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <set>
 #include <stdexcept>
@@ -25,19 +26,46 @@ std::vector<int> minus(const std::vector<int>& a, const std::vector<int>& b) {
   return out;
 }
 
-// The draft's default partition: the last L3 domain when there are several
-// (its own cache and its own share of memory traffic), else the last CPU.
+// How many of `units` the draft owns: its share, rounded, leaving the target
+// at least one.
+int draft_units(double share, int units) {
+  const int n = static_cast<int>(std::lround(share * units));
+  return std::clamp(n, 1, units - 1);
+}
+
+// The draft's default partition: whole L3 domains from the last one when
+// there are several (its own caches and its own share of memory traffic),
+// else CPUs from the last one.
 std::vector<int> default_draft(const CpuPlanInput& in, int n_domains) {
   if (n_domains >= 2) {
-    const int last = in.l3_ids.back();
+    std::vector<int> order;  // domain ids, last CPU's first
+    for (auto i = in.l3_ids.rbegin(); i != in.l3_ids.rend(); ++i)
+      if (std::find(order.begin(), order.end(), *i) == order.end()) order.push_back(*i);
+    order.resize(static_cast<size_t>(draft_units(in.draft_share, n_domains)));
     std::vector<int> out;
     for (size_t i = 0; i < in.cpus.size(); ++i)
-      if (in.l3_ids[i] == last) out.push_back(in.cpus[i]);
+      if (std::find(order.begin(), order.end(), in.l3_ids[i]) != order.end())
+        out.push_back(in.cpus[i]);
     return out;
   }
-  return {in.cpus.back()};
+  const int n = draft_units(in.draft_share, static_cast<int>(in.cpus.size()));
+  return {in.cpus.end() - n, in.cpus.end()};
+}
+
+// "its own" or "N", for the reason: the L3 domains the draft's CPUs are on.
+std::string domains_text(const CpuPlanInput& in, const std::vector<int>& draft) {
+  std::set<int> ids;
+  for (size_t i = 0; i < in.cpus.size(); ++i)
+    if (std::find(draft.begin(), draft.end(), in.cpus[i]) != draft.end()) ids.insert(in.l3_ids[i]);
+  return ids.size() == 1 ? "its own" : std::to_string(ids.size());
 }
 }  // namespace
+
+double draft_share(uint64_t target_bytes, uint64_t draft_bytes, int k) {
+  if (target_bytes == 0 || draft_bytes == 0 || k < 1) return 0.0;
+  const double d = static_cast<double>(draft_bytes) * k;
+  return d / (d + static_cast<double>(target_bytes));
+}
 
 CpuPlan plan_cpus(const CpuPlanInput& in) {
   if (in.cpus.empty()) throw std::invalid_argument("--cpus: no CPU to run on");
@@ -92,10 +120,11 @@ CpuPlan plan_cpus(const CpuPlanInput& in) {
                 : in.request == ModeRequest::partitioned
                     ? "requested: draft on CPUs " + common::format_cpulist(draft)
                 : n_domains >= 2
-                    ? "auto: " + std::to_string(n_domains) +
-                          " L3 domains, the draft gets its own (CPUs " +
-                          common::format_cpulist(draft) + ")"
-                    : "auto: one L3 domain; the draft gets CPU " + common::format_cpulist(draft) +
+                    ? "auto: " + std::to_string(n_domains) + " L3 domains, the draft gets " +
+                          domains_text(in, draft) + " (CPUs " + common::format_cpulist(draft) + ")"
+                    : "auto: one L3 domain; the draft gets " +
+                          std::string(draft.size() == 1 ? "CPU " : "CPUs ") +
+                          common::format_cpulist(draft) +
                           " (two or more CPUs are partitioned: the draft runs ahead while "
                           "the target verifies)";
   return plan;

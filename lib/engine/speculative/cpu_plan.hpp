@@ -3,11 +3,13 @@
 // (partitioned). Partitioned runs the draft ahead while the target verifies,
 // so neither waits for the other's pass, and keeps each model's working set
 // in its own caches; time-sharing only wins when there is nothing to split.
-// So `auto` partitions whenever there are two CPUs or more: the draft gets
-// the last L3 domain (CCX/CCD) when there are several, else the last CPU.
-// (bench/spec.md has the comparison.)
+// So `auto` partitions whenever there are two CPUs or more. The draft gets
+// whole L3 domains (CCX/CCD) when there are several, else single CPUs, from
+// the end: as many as keep its K passes as long as the target's one verify
+// pass (draft_share), and at least one. (bench/spec.md has the comparison.)
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -37,7 +39,14 @@ struct CpuPlanInput {
   std::vector<int> l3_ids;                      // parallel to cpus; -1 where unknown
   std::optional<std::vector<int>> draft_cpus;   // --draft-cpus
   std::optional<std::vector<int>> verify_cpus;  // --verify-cpus
+  double draft_share = 0.0;                     // 0: one domain (or CPU) for the draft
 };
+
+// The share of the memory bandwidth, hence of the L3 domains, the draft needs
+// so that its k passes over draft_bytes take as long as the target's one
+// pass over target_bytes: decoding is bandwidth-bound and each domain brings
+// its own. 0 when either size is unknown.
+double draft_share(uint64_t target_bytes, uint64_t draft_bytes, int k);
 
 // Throws std::invalid_argument for impossible requests (overlapping or empty
 // partitions, partitioned on one CPU), naming the option to fix.
