@@ -169,6 +169,7 @@ uint64_t LlamaModel::weight_bytes_per_pass(int k) const {
   const double distinct = ne > 0 ? ne * (1.0 - std::pow(1.0 - used / ne, std::max(1, k))) : 0;
   for (const auto& l : w.layers) {
     for (const Mat* m : l.matrices()) total += m->bytes();
+    total += l.mla.wk_b_t.bytes();  // made at load, so not among the file's matrices
     if (l.ffn_kind != FfnKind::moe) continue;
     // All experts were counted above: keep only the ones a pass reads.
     const auto& m = l.moe;
