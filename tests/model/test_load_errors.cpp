@@ -170,3 +170,31 @@ TEST_CASE(
   err = load_error(rewrite(dir, make_model(dir, "tiny", "q8_0"), yarn));
   CHECK(err.find("llama.rope.scaling.type = 'yarn' is not supported") != std::string::npos);
 }
+
+TEST_CASE("deepseek2: a missing latent-attention tensor or an unknown key is named") {
+  TempDir dir;
+  const auto good =
+      make_model(dir,
+                 "deepseek-v2-lite,layers=2,dim=128,heads=2,ffn=256,vocab=300,ctx=128,experts=4,"
+                 "experts_used=2,expert_ffn=64,kv_lora=32,qk_nope=32,qk_rope=16,v_head=32",
+                 "q8_0");
+  CHECK(load_error(good).empty());
+  auto err = load_error(rewrite(dir, good, drop_tensor("blk.1.attn_k_b.weight")));
+  CHECK(err.find("'blk.1.attn_k_b.weight' is missing (a deepseek2 model") != std::string::npos);
+  err = load_error(rewrite(dir, good, drop_tensor("blk.1.ffn_up_shexp.weight")));
+  CHECK(err.find("'blk.1.ffn_up_shexp.weight' is missing") != std::string::npos);
+  // The split form's key lengths describe the latent: anything else is an error.
+  err = load_error(rewrite(dir, good, set_key("deepseek2.attention.key_length", 64)));
+  CHECK(err.find("deepseek2.attention.key_length = 64") != std::string::npos);
+  err = load_error(rewrite(dir, good, set_key("deepseek2.attention.indexer.head_count", 4)));
+  CHECK(err.find("'deepseek2.attention.indexer.head_count' is not supported") != std::string::npos);
+  err = load_error(rewrite(dir, good, set_key("deepseek2.expert_gating_func", 3)));
+  CHECK(err.find("deepseek2.expert_gating_func = 3 is not supported") != std::string::npos);
+  Edit x;
+  x.extra_tensor = "blk.0.exp_probs_b.bias";
+  x.extra_n = 4;
+  // Layer 0 is dense: its router bias would be ignored.
+  err = load_error(rewrite(dir, good, x));
+  CHECK(err.find("tensor 'blk.0.exp_probs_b.bias' is not used by a deepseek2 model") !=
+        std::string::npos);
+}

@@ -60,6 +60,7 @@ void LlamaModel::finish_qkv(int il, float* q, float* k, float* v, int p) {
 // x += wo * attention(rope(q), rope(k), v), from xn = rmsnorm(x); the new
 // keys and values go into the cache at positions pos_ .. pos_ + B - 1.
 void LlamaModel::attention_block(int il, int B) {
+  if (cfg_.mla.kv_lora_rank > 0) return mla_attention_block(il, B);
   Impl& s = *impl_;
   const auto& c = cfg_;
   const auto& L = s.w.layers[il];

@@ -23,11 +23,12 @@ struct ArchInfo {
 
 // llama.cpp's rope type per architecture: NORM (adjacent pairs) for llama,
 // NEOX for the qwen family.
-constexpr std::array<ArchInfo, 4> kArchs{{
+constexpr std::array<ArchInfo, 5> kArchs{{
     {Arch::llama, "llama", false, false, false, false},
     {Arch::qwen2, "qwen2", true, true, false, false},
     {Arch::qwen3, "qwen3", true, false, true, false},
     {Arch::qwen3moe, "qwen3moe", true, false, true, true},
+    {Arch::deepseek2, "deepseek2", false, false, false, true},
 }};
 
 const ArchInfo& info(Arch a) {
@@ -63,9 +64,24 @@ constexpr std::array<std::string_view, 1> kOtherKeys{"vocab_size"};
 constexpr std::array<std::string_view, 4> kMoeKeys{
     "expert_count", "expert_used_count", "expert_feed_forward_length", "expert_weights_norm"};
 
+// deepseek2's latent attention, leading dense layers, shared experts and
+// routing, and its YaRN multiplier.
+constexpr std::array<std::string_view, 11> kDeepseek2Keys{"leading_dense_block_count",
+                                                          "attention.q_lora_rank",
+                                                          "attention.kv_lora_rank",
+                                                          "attention.key_length_mla",
+                                                          "attention.value_length_mla",
+                                                          "expert_shared_count",
+                                                          "expert_weights_scale",
+                                                          "expert_gating_func",
+                                                          "expert_group_count",
+                                                          "expert_group_used_count",
+                                                          "rope.scaling.yarn_log_multiplier"};
+
 bool known_key(const ArchInfo& a, std::string_view suffix) {
   auto in = [&](const auto& set) { return std::find(set.begin(), set.end(), suffix) != set.end(); };
-  return in(kCommonKeys) || in(kOtherKeys) || (a.moe && in(kMoeKeys));
+  return in(kCommonKeys) || in(kOtherKeys) || (a.moe && in(kMoeKeys)) ||
+         (a.arch == Arch::deepseek2 && in(kDeepseek2Keys));
 }
 
 struct Reader {
@@ -137,6 +153,64 @@ void check_keys(const Reader& r, const ArchInfo& a) {
   }
 }
 
+// deepseek2's head geometry. Newer converters write the latent cache's shape
+// as key_length (kv_lora_rank + rope dims) and value_length (kv_lora_rank),
+// the expanded heads' as key_length_mla / value_length_mla, and split
+// attn_kv_b into attn_k_b / attn_v_b; older files have key_length /
+// value_length for the expanded heads and one attn_kv_b.
+void read_mla_geometry(const Reader& r, LlamaConfig& c) {
+  auto& m = c.mla;
+  m.q_lora_rank = r.int_or("attention.q_lora_rank", 0, 0, 1 << 16);
+  m.kv_lora_rank = r.req_int("attention.kv_lora_rank", 1, 1 << 16);
+  c.n_rot = r.req_int("rope.dimension_count", 2, 1 << 16);
+  m.split_kv_b = r.opt_int("attention.key_length_mla").has_value();
+  if (m.split_kv_b) {
+    c.head_dim = r.req_int("attention.key_length_mla", 1, 1 << 16);
+    m.v_head_dim = r.req_int("attention.value_length_mla", 1, 1 << 16);
+    const int kl = r.int_or("attention.key_length", m.kv_lora_rank + c.n_rot, 1, 1 << 16);
+    const int vl = r.int_or("attention.value_length", m.kv_lora_rank, 1, 1 << 16);
+    if (kl != m.kv_lora_rank + c.n_rot || vl != m.kv_lora_rank)
+      r.fail(fmt::format(
+          "{} = {} and {} = {}: with {} these must be kv_lora_rank + rope.dimension_count = {} "
+          "and kv_lora_rank = {}",
+          r.key("attention.key_length"), kl, r.key("attention.value_length"), vl,
+          r.key("attention.key_length_mla"), m.kv_lora_rank + c.n_rot, m.kv_lora_rank));
+  } else {
+    c.head_dim = r.req_int("attention.key_length", 1, 1 << 16);
+    m.v_head_dim = r.req_int("attention.value_length", 1, 1 << 16);
+  }
+  if (c.n_rot % 2 != 0 || c.n_rot >= c.head_dim)
+    r.fail(fmt::format("{} = {} must be even and below the key head size {}",
+                       r.key("rope.dimension_count"), c.n_rot, c.head_dim));
+  m.qk_nope = c.head_dim - c.n_rot;
+  // The engine expands the latent to every head (multi-head attention);
+  // the file's head_count_kv is 1 (the latent cache) or head_count.
+  c.n_kv_heads = c.n_heads;
+}
+
+void read_deepseek2_moe(const Reader& r, LlamaConfig& c) {
+  c.n_dense_lead = r.int_or("leading_dense_block_count", 0, 0, c.n_layers);
+  c.n_expert_shared = r.int_or("expert_shared_count", 0, 0, 1 << 10);
+  if (auto s = r.opt_float("expert_weights_scale")) c.expert_weights_scale = static_cast<float>(*s);
+  // llama.cpp's llama_expert_gating_func_type: 0 (unset) and 1 softmax, 2 sigmoid.
+  const int g = r.int_or("expert_gating_func", 0, 0, 1 << 10);
+  if (g > 2)
+    r.fail(fmt::format("{} = {} is not supported (1: softmax, 2: sigmoid)",
+                       r.key("expert_gating_func"), g));
+  c.expert_gating = g == 2 ? ExpertGating::sigmoid : ExpertGating::softmax;
+  c.n_expert_groups = r.int_or("expert_group_count", 0, 0, c.n_expert);
+  c.n_group_used = r.int_or("expert_group_used_count", 0, 0, c.n_expert);
+  if (c.n_expert_groups > 1 &&
+      (c.n_expert % c.n_expert_groups != 0 || c.n_group_used < 1 ||
+       c.n_group_used >= c.n_expert_groups ||
+       c.n_group_used * (c.n_expert / c.n_expert_groups) < c.n_expert_used))
+    r.fail(fmt::format(
+        "{} = {} and {} = {} do not fit {} experts of which {} run (the groups must divide the "
+        "experts, and the groups used hold at least expert_used_count)",
+        r.key("expert_group_count"), c.n_expert_groups, r.key("expert_group_used_count"),
+        c.n_group_used, c.n_expert, c.n_expert_used));
+}
+
 void read_geometry(const Reader& r, LlamaConfig& c) {
   c.n_ctx = r.req_int("context_length");
   c.dim = r.req_int("embedding_length");
@@ -147,6 +221,7 @@ void read_geometry(const Reader& r, LlamaConfig& c) {
   if (c.n_heads % c.n_kv_heads != 0)
     r.fail(fmt::format("{} = {} does not divide {} = {}", r.key("attention.head_count_kv"),
                        c.n_kv_heads, r.key("attention.head_count"), c.n_heads));
+  if (c.arch == Arch::deepseek2) return read_mla_geometry(r, c);
   if (!r.opt_int("attention.key_length") && c.dim % c.n_heads != 0)
     r.fail(fmt::format("{} = {} is not a multiple of {} = {} (and no {})",
                        r.key("embedding_length"), c.dim, r.key("attention.head_count"), c.n_heads,
@@ -184,11 +259,22 @@ void read_rope(const Reader& r, LlamaConfig& c) {
     if (!has_freqs)
       r.fail(fmt::format("{} = llama3 needs the tensor 'rope_freqs.weight', which is missing",
                          r.key("rope.scaling.type")));
+  } else if (scaling && *scaling == "yarn" && c.arch == Arch::deepseek2) {
+    if (!factor || !(*factor >= 1))
+      r.fail(fmt::format("{} = yarn needs {} >= 1", r.key("rope.scaling.type"),
+                         r.key("rope.scaling.factor")));
+    c.rope_freq_scale = static_cast<float>(1.0 / *factor);
+    c.rope_scaling = RopeScaling::yarn;
+    c.mla.yarn_orig_ctx = r.req_int("rope.scaling.original_context_length");
+    // llama.cpp divides the converter's value by 0.1 and multiplies by 0.1
+    // where it uses it: the file's value is what scales ln(factor).
+    if (auto m = r.opt_float("rope.scaling.yarn_log_multiplier"))
+      c.mla.yarn_log_mul = static_cast<float>(*m);
   } else if (scaling && *scaling != "none") {
-    r.fail(
-        fmt::format("{} = '{}' is not supported (supported: none, linear, llama3 with "
-                    "rope_freqs.weight)",
-                    r.key("rope.scaling.type"), *scaling));
+    r.fail(fmt::format(
+        "{} = '{}' is not supported (supported: none, linear, llama3 with "
+        "rope_freqs.weight{})",
+        r.key("rope.scaling.type"), *scaling, c.arch == Arch::deepseek2 ? ", yarn" : ""));
   } else if (!scaling && factor && *factor > 1 && !has_freqs) {
     // Older converters wrote only the factor, meaning linear scaling.
     c.rope_freq_scale = static_cast<float>(1.0 / *factor);
@@ -215,6 +301,7 @@ void read_moe(const Reader& r, const ArchInfo& a, LlamaConfig& c) {
   // llama.cpp's qwen3moe always renormalises the top-k weights.
   c.expert_weights_norm = a.arch == Arch::qwen3moe;
   if (auto v = r.f.get_bool(r.key("expert_weights_norm"))) c.expert_weights_norm = *v;
+  if (a.arch == Arch::deepseek2) read_deepseek2_moe(r, c);
 }
 
 void read_vocab(const Reader& r, LlamaConfig& c) {

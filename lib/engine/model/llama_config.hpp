@@ -14,7 +14,7 @@ class File;
 }
 
 // The architectures the engine runs, by their general.architecture name.
-enum class Arch { llama, qwen2, qwen3, qwen3moe };
+enum class Arch { llama, qwen2, qwen3, qwen3moe, deepseek2 };
 
 const char* arch_name(Arch a);
 std::optional<Arch> arch_from_name(std::string_view name);
@@ -26,7 +26,28 @@ enum class RopeScaling {
   none,
   linear,  // theta *= freq_scale
   llama3,  // theta /= rope_freqs.weight[i] (Llama 3.1+: the file carries the factors)
+  yarn,    // deepseek2: ggml's YaRN ramp between interpolated and extrapolated angles
 };
+
+// deepseek2's multi-head latent attention (all 0 elsewhere). Q comes from
+// attn_q, or (q_lora_rank > 0) attn_q_b(norm(attn_q_a x)); attn_kv_a_mqa gives
+// a kv_lora_rank latent plus one rope key shared by every head, and the latent
+// expands to each head's k_nope and v (attn_kv_b, or attn_k_b / attn_v_b as
+// newer converters split it).
+struct MlaConfig {
+  int q_lora_rank = 0;
+  int kv_lora_rank = 0;
+  int qk_nope = 0;          // head_dim - n_rot
+  int v_head_dim = 0;       // value_length(_mla)
+  bool split_kv_b = false;  // attn_k_b / attn_v_b instead of attn_kv_b
+  // YaRN (rope.scaling.type = yarn): original context, and the multiplier of
+  // ln(factor) in the attention scale's mscale.
+  int yarn_orig_ctx = 0;
+  float yarn_log_mul = 0.0f;
+};
+
+// How router logits become expert probabilities.
+enum class ExpertGating { softmax, sigmoid };
 
 // What one layer's feed-forward block is: a dense SwiGLU, or a router over
 // experts (each a SwiGLU of expert_ffn_dim) of which n_expert_used run per token.
@@ -61,6 +82,15 @@ struct LlamaConfig {
   int n_expert_used = 0;             // <arch>.expert_used_count: top-k per token
   int expert_ffn_dim = 0;            // <arch>.expert_feed_forward_length
   bool expert_weights_norm = false;  // renormalise the top-k router weights to sum 1
+  // deepseek2: the first n_dense_lead layers are dense; the others add
+  // n_expert_shared always-on experts (one SwiGLU of n_expert_shared *
+  // expert_ffn_dim), scale the routed weights, and may route by groups.
+  int n_dense_lead = 0;
+  int n_expert_shared = 0;
+  float expert_weights_scale = 0.0f;  // 0: none
+  ExpertGating expert_gating = ExpertGating::softmax;
+  int n_expert_groups = 0, n_group_used = 0;
+  MlaConfig mla;
 
   std::string name;  // general.name
 
@@ -68,10 +98,9 @@ struct LlamaConfig {
   int kv_dim() const { return n_kv_heads * head_dim; }
   // The full metadata key for a per-architecture suffix ("attention.head_count").
   std::string key(std::string_view suffix) const { return arch_name + "." + std::string(suffix); }
-  // The FFN kind of layer il (every layer of a MoE architecture routes, today).
+  // The FFN kind of layer il (a MoE architecture's leading dense layers aside).
   FfnKind ffn_kind(int il) const {
-    (void)il;
-    return n_expert > 0 ? FfnKind::moe : FfnKind::dense;
+    return n_expert > 0 && il >= n_dense_lead ? FfnKind::moe : FfnKind::dense;
   }
 };
 

@@ -19,6 +19,7 @@ void LlamaModel::ffn_block(int il, int B) {
                      c.norm_eps);
   if (L.ffn_kind == FfnKind::moe) {
     s.moe.forward(L.moe, s.moe_shape, s.xn.data(), B, s.ffn_out.data(), pool_);
+    if (L.moe.gate_shexp.rows > 0) shared_experts(il, B);
     for (int t = 0; t < B; ++t)
       kernels::add(&s.x[size_t(t) * dim], &s.ffn_out[size_t(t) * dim], dim);
     return;

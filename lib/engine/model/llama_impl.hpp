@@ -35,6 +35,8 @@ struct LlamaModel::Impl {
   // shape, with any --experts-per-token override applied.
   MoeFfn moe;
   MoeShape moe_shape;
+  // deepseek2's latent attention and shared experts (mla_attention.cpp).
+  std::vector<float> mla_qa, mla_kva, mla_lat, mla_kn, mla_v, mla_kvx, sh_gate, sh_up;
 
   void reserve(int b, const LlamaConfig& c) {
     if (b <= cap) return;

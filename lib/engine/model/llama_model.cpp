@@ -142,8 +142,15 @@ void LlamaModel::setup_moe(int experts_per_token) {
   if (experts_per_token > 0) cfg_.n_expert_used = experts_per_token;
   if (cfg_.n_expert == 0) return;
   auto& s = impl_->moe_shape;
-  s = {cfg_.dim, cfg_.n_expert, cfg_.n_expert_used, cfg_.expert_ffn_dim, cfg_.expert_weights_norm,
-       0.0f};
+  s = {cfg_.dim,
+       cfg_.n_expert,
+       cfg_.n_expert_used,
+       cfg_.expert_ffn_dim,
+       cfg_.expert_weights_norm,
+       cfg_.expert_weights_scale};
+  s.sigmoid = cfg_.expert_gating == ExpertGating::sigmoid;
+  s.n_groups = cfg_.n_expert_groups;
+  s.n_group_used = cfg_.n_group_used;
   for (const auto& l : impl_->w.layers)
     if (l.ffn_kind == FfnKind::moe) check_moe_weights(l.moe, s);
 }
@@ -162,6 +169,7 @@ uint64_t LlamaModel::weight_bytes_per_pass(int k) const {
   const double distinct = ne > 0 ? ne * (1.0 - std::pow(1.0 - used / ne, std::max(1, k))) : 0;
   for (const auto& l : w.layers) {
     for (const Mat* m : l.matrices()) total += m->bytes();
+    total += l.mla.wk_b_t.bytes();  // made at load, so not among the file's matrices
     if (l.ffn_kind != FfnKind::moe) continue;
     // All experts were counted above: keep only the ones a pass reads.
     const auto& m = l.moe;

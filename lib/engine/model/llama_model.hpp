@@ -125,6 +125,12 @@ class LlamaModel : public CausalLM {
   void finish_qkv(int il, float* q, float* k, float* v, int p);
   void attend_cached(int il, int B);
   void ffn_block(int il, int B);
+  // deepseek2 (mla_attention.cpp): latent attention, and the shared experts
+  // added to ffn_out.
+  void mla_attention_block(int il, int B);
+  void mla_expand_kv(int il, int B);
+  void mla_attend(int il, int B);
+  void shared_experts(int il, int B);
   void output_head(int B, float* logits, bool last_only);
 
   runtime::ThreadPool& pool_;

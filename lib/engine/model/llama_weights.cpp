@@ -132,6 +132,11 @@ struct Binder {
   }
 
   static std::string layer_tensor_names(const LlamaConfig& c) {
+    if (c.arch == Arch::deepseek2)
+      return "attn_norm, attn_q or attn_q_a + attn_q_a_norm + attn_q_b, attn_kv_a_mqa, "
+             "attn_kv_a_norm, attn_kv_b or attn_k_b + attn_v_b, attn_output, ffn_norm, "
+             "ffn_gate, ffn_up, ffn_down (leading dense layers), ffn_gate_inp, exp_probs_b.bias, "
+             "ffn_{gate,up,down}_exps, ffn_{gate,up,down}_shexp";
     std::string s = "attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm";
     if (c.attn_qkv_bias) s += ", attn_q.bias, attn_k.bias, attn_v.bias";
     if (c.attn_qk_norm) s += ", attn_q_norm, attn_k_norm";
@@ -141,8 +146,60 @@ struct Binder {
   }
 };
 
+// attn_k_b ([qk_nope, kv_lora_rank, n_heads]: per head, kv_lora_rank rows
+// of qk_nope) as one f32 matrix of n_heads * qk_nope rows of kv_lora_rank,
+// so that k_nope = wk_b_t * latent is an ordinary matmul.
+void transpose_k_b(const Mat& kb, const LlamaConfig& c, MlaLayerWeights& m) {
+  const int H = c.n_heads, nope = c.mla.qk_nope, r = c.mla.kv_lora_rank;
+  m.k_b_t.assign(size_t(H) * nope * r, 0.0f);
+  std::vector<float> row(nope);
+  for (int h = 0; h < H; ++h)
+    for (int j = 0; j < r; ++j) {
+      kernels::dequantize_row(kb.type, kb.data + (size_t(h) * r + j) * kb.row_bytes, row.data(),
+                              nope);
+      for (int d = 0; d < nope; ++d) m.k_b_t[(size_t(h) * nope + d) * r + j] = row[d];
+    }
+  m.wk_b_t.name = kb.name + " (transposed)";
+  m.wk_b_t.type = GgmlType::F32;
+  m.wk_b_t.data = reinterpret_cast<const uint8_t*>(m.k_b_t.data());
+  m.wk_b_t.rows = int64_t(H) * nope;
+  m.wk_b_t.cols = r;
+  m.wk_b_t.row_bytes = sizeof(float) * size_t(r);
+}
+
+void bind_mla(Binder& b, int i, LayerWeights& l, uint64_t& nb) {
+  const LlamaConfig& c = b.cfg;
+  const auto& a = c.mla;
+  auto n = [i](const char* s) { return fmt::format("blk.{}.{}.weight", i, s); };
+  const int64_t H = c.n_heads, qk = c.head_dim, r = a.kv_lora_rank;
+  l.attn_norm = b.norm(n("attn_norm"), nb);
+  auto& m = l.mla;
+  if (a.q_lora_rank > 0) {
+    m.wq_a = b.mat(n("attn_q_a"), c.dim, a.q_lora_rank, "embedding_length x q_lora_rank");
+    m.q_a_norm = b.vec(n("attn_q_a_norm"), a.q_lora_rank, "q_lora_rank", nb);
+    m.wq_b = b.mat(n("attn_q_b"), a.q_lora_rank, H * qk, "q_lora_rank x head_count*key_length");
+  } else {
+    l.wq = b.mat(n("attn_q"), c.dim, H * qk, "embedding_length x head_count*key_length");
+  }
+  m.wkv_a = b.mat(n("attn_kv_a_mqa"), c.dim, r + c.n_rot,
+                  "embedding_length x kv_lora_rank+rope.dimension_count");
+  m.kv_a_norm = b.vec(n("attn_kv_a_norm"), r, "kv_lora_rank", nb);
+  if (a.split_kv_b) {
+    const Mat kb = b.stacked(n("attn_k_b"), a.qk_nope, r, H, "qk_nope x kv_lora_rank x head_count");
+    transpose_k_b(kb, c, m);
+    m.wv_b = b.stacked(n("attn_v_b"), r, a.v_head_dim, H,
+                       "kv_lora_rank x value_length_mla x head_count");
+  } else {
+    m.wkv_b = b.mat(n("attn_kv_b"), r, H * (a.qk_nope + a.v_head_dim),
+                    "kv_lora_rank x head_count*(qk_nope+value_length)");
+  }
+  l.wo = b.mat(n("attn_output"), H * a.v_head_dim, c.dim,
+               "head_count*value_length x embedding_length");
+}
+
 void bind_attention(Binder& b, int i, LayerWeights& l, uint64_t& nb) {
   const LlamaConfig& c = b.cfg;
+  if (c.mla.kv_lora_rank > 0) return bind_mla(b, i, l, nb);
   auto n = [i](const char* s, const char* kind = "weight") {
     return fmt::format("blk.{}.{}.{}", i, s, kind);
   };
@@ -177,6 +234,17 @@ void bind_ffn(Binder& b, int i, LayerWeights& l, uint64_t& nb) {
                           "embedding_length x expert_feed_forward_length x expert_count");
     m.down_exps = b.stacked(n("ffn_down_exps"), F, c.dim, ne,
                             "expert_feed_forward_length x embedding_length x expert_count");
+    if (c.arch != Arch::deepseek2) return;
+    const std::string bias = fmt::format("blk.{}.exp_probs_b.bias", i);
+    if (b.f.tensor(bias)) m.probs_bias = b.vec(bias, ne, "expert_count", nb);
+    if (c.n_expert_shared > 0) {
+      const int64_t S = int64_t(F) * c.n_expert_shared;
+      const char* what = "embedding_length x expert_feed_forward_length*expert_shared_count";
+      m.gate_shexp = b.mat(n("ffn_gate_shexp"), c.dim, S, what);
+      m.up_shexp = b.mat(n("ffn_up_shexp"), c.dim, S, what);
+      m.down_shexp = b.mat(n("ffn_down_shexp"), S, c.dim,
+                           "expert_feed_forward_length*expert_shared_count x embedding_length");
+    }
     return;
   }
   l.w_gate = b.mat(n("ffn_gate"), c.dim, c.ffn_dim, "embedding_length x feed_forward_length");
@@ -192,6 +260,12 @@ std::vector<Mat*> LayerWeights::matrices() {
     for (Mat* m : {&w_gate, &w_up, &w_down}) out.push_back(m);
   else
     for (Mat* m : {&moe.router, &moe.gate_exps, &moe.up_exps, &moe.down_exps}) out.push_back(m);
+  // deepseek2's (wk_b_t is made at load, not read from the file: not copied).
+  for (Mat* m : {&mla.wq_a, &mla.wq_b, &mla.wkv_a, &mla.wkv_b, &mla.wv_b, &moe.gate_shexp,
+                 &moe.up_shexp, &moe.down_shexp})
+    out.push_back(m);
+  // Tensors this architecture does not have.
+  std::erase_if(out, [](const Mat* m) { return m->rows == 0; });
   return out;
 }
 

@@ -41,6 +41,22 @@ struct MoeLayerWeights {
   Mat gate_exps;  // ffn_gate_exps: n_expert * expert_ffn rows of dim
   Mat up_exps;    // ffn_up_exps: the same shape
   Mat down_exps;  // ffn_down_exps: n_expert * dim rows of expert_ffn
+  // deepseek2: the shared experts, one SwiGLU of n_expert_shared *
+  // expert_ffn rows (empty Mats when absent), and exp_probs_b, a per-expert
+  // bias added to the probabilities for selection only (empty when absent).
+  Mat gate_shexp = {}, up_shexp = {}, down_shexp = {};
+  std::vector<float> probs_bias = {};
+};
+
+// deepseek2's latent attention tensors (MlaConfig); unused Mats stay empty.
+struct MlaLayerWeights {
+  Mat wq_a, wq_b;            // q_lora_rank > 0
+  Mat wkv_a;                 // attn_kv_a_mqa: kv_lora_rank + n_rot rows of dim
+  Mat wkv_b;                 // attn_kv_b: n_heads * (qk_nope + v_head_dim) rows of kv_lora_rank
+  Mat wv_b;                  // attn_v_b: n_heads * v_head_dim rows of kv_lora_rank
+  Mat wk_b_t;                // attn_k_b transposed: n_heads * qk_nope rows of kv_lora_rank (f32)
+  std::vector<float> k_b_t;  // wk_b_t's data, made at load
+  std::vector<float> q_a_norm, kv_a_norm;
 };
 
 struct LayerWeights {
@@ -51,6 +67,7 @@ struct LayerWeights {
   FfnKind ffn_kind = FfnKind::dense;
   Mat w_gate, w_up, w_down;  // FfnKind::dense
   MoeLayerWeights moe;       // FfnKind::moe
+  MlaLayerWeights mla;       // deepseek2 (wq is attn_q when q_lora_rank = 0)
 
   // This layer's matrices, in the order they are laid out in a weight copy.
   std::vector<Mat*> matrices();

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 
@@ -89,13 +90,54 @@ void check_moe_weights(const MoeLayerWeights& w, const MoeShape& s) {
   check_panels(w.down_exps, s.dim);
 }
 
-void route_tokens(const float* logits, int B, const MoeShape& s, int32_t* experts, float* weights) {
+namespace {
+
+// The group mask of group-limited routing: sel[e] = -inf for the experts
+// outside the n_group_used groups whose two best scores sum highest.
+void mask_groups(float* sel, const MoeShape& s, std::vector<float>& group_score) {
+  const int G = s.n_groups, per = s.n_expert / G;
+  group_score.resize(G);
+  for (int g = 0; g < G; ++g) {
+    float a = -INFINITY, b = -INFINITY;  // best and second best
+    for (int e = g * per; e < (g + 1) * per; ++e) {
+      if (sel[e] > a) {
+        b = a;
+        a = sel[e];
+      } else if (sel[e] > b) {
+        b = sel[e];
+      }
+    }
+    group_score[g] = per > 1 ? a + b : a;
+  }
+  std::vector<char> keep(G, 0);
+  for (int r = 0; r < s.n_group_used; ++r) {
+    int best = -1;
+    for (int g = 0; g < G; ++g)
+      if (!keep[g] && (best < 0 || group_score[g] > group_score[best])) best = g;
+    keep[best] = 1;
+  }
+  for (int g = 0; g < G; ++g)
+    if (!keep[g]) std::fill(sel + g * per, sel + (g + 1) * per, -INFINITY);
+}
+
+}  // namespace
+
+void route_tokens(const float* logits, int B, const MoeShape& s, int32_t* experts, float* weights,
+                  const float* bias) {
   const int ne = s.n_expert, k = s.n_used;
-  std::vector<float> probs(ne);
+  std::vector<float> probs(ne), sel(ne), group_score;
   std::vector<char> taken(ne);
   for (int t = 0; t < B; ++t) {
     std::copy_n(logits + size_t(t) * ne, ne, probs.begin());
-    kernels::softmax(probs.data(), ne);
+    if (s.sigmoid) {
+      for (float& p : probs) p = 1.0f / (1.0f + kernels::exp_f32(-p));
+    } else {
+      kernels::softmax(probs.data(), ne);
+    }
+    sel = probs;
+    if (bias)
+      for (int e = 0; e < ne; ++e) sel[e] += bias[e];
+    if (s.n_groups > 1) mask_groups(sel.data(), s, group_score);
     std::fill(taken.begin(), taken.end(), 0);
     int32_t* ex = experts + size_t(t) * k;
     float* wt = weights + size_t(t) * k;
@@ -104,7 +146,7 @@ void route_tokens(const float* logits, int B, const MoeShape& s, int32_t* expert
     for (int r = 0; r < k; ++r) {
       int best = -1;
       for (int e = 0; e < ne; ++e)
-        if (!taken[e] && (best < 0 || probs[e] > probs[best])) best = e;
+        if (!taken[e] && (best < 0 || sel[e] > sel[best])) best = e;
       taken[best] = 1;
       ex[r] = best;
       wt[r] = probs[best];
@@ -150,7 +192,8 @@ void MoeFfn::run_router(const MoeLayerWeights& w, const MoeShape& s, const float
   run_jobs(pool, {{w.router, &router_acts_, logits_.data(), s.n_expert}});
   experts_.resize(size_t(B) * s.n_used);
   weights_.resize(size_t(B) * s.n_used);
-  route_tokens(logits_.data(), B, s, experts_.data(), weights_.data());
+  route_tokens(logits_.data(), B, s, experts_.data(), weights_.data(),
+               w.probs_bias.empty() ? nullptr : w.probs_bias.data());
 }
 
 // gate/up for every (token, expert) pair, SwiGLU, then down, one expert's

@@ -35,6 +35,12 @@ struct MoeShape {
   // Multiply the weights by this after normalising, unless it is 0 or 1
   // (llama.cpp's expert_weights_scale, which treats 0 as unset).
   float weights_scale = 0.0f;
+  // deepseek2 (V3): sigmoid probabilities instead of softmax, and
+  // group-limited routing: experts form n_groups equal groups, a group scores
+  // the sum of its two best (biased) probabilities, and only the best
+  // n_group_used groups' experts can be chosen (0: no groups).
+  bool sigmoid = false;
+  int n_groups = 0, n_group_used = 0;
 };
 
 // Throws std::runtime_error naming the layer's tensor whose shape or layout
@@ -46,7 +52,10 @@ void check_moe_weights(const MoeLayerWeights& w, const MoeShape& s);
 // experts[t * n_used + r] is token t's rank-r expert (highest probability
 // first; equal probabilities go to the lower expert index), weights[...] its
 // weight. Pure and deterministic: the unit tests' oracle for selection.
-void route_tokens(const float* logits, int B, const MoeShape& s, int32_t* experts, float* weights);
+// bias (n_expert floats, deepseek2's exp_probs_b) is added to the
+// probabilities for choosing experts only; the weights stay unbiased.
+void route_tokens(const float* logits, int B, const MoeShape& s, int32_t* experts, float* weights,
+                  const float* bias = nullptr);
 
 class MoeFfn {
  public:

@@ -14,6 +14,7 @@
 #include "engine/runtime/cpus.hpp"
 #include "engine/runtime/thread_pool.hpp"
 #include "engine/synth/gguf_writer.hpp"
+#include "engine/synth/mkmodel_deepseek2.hpp"
 #include "engine/synth/vocab_writer.hpp"
 
 namespace epyctune::engine {
@@ -114,10 +115,10 @@ ModelShape preset(std::string_view name) {
     s.name = "7b";
     s.dim = 4096, s.layers = 32, s.heads = 32, s.kv_heads = 32, s.ffn = 11008, s.vocab = 32000;
     s.ctx = 4096;
-  } else if (!real_preset(name, s)) {
+  } else if (!real_preset(name, s) && !deepseek2_preset(name, s)) {
     throw std::invalid_argument(fmt::format(
         "unknown shape preset '{}' (tiny, 1b, 7b, llama3.1-8b, llama3.2-1b, qwen2.5-7b, "
-        "qwen2.5-0.5b, qwen3-8b, qwen3-0.6b, qwen3-30b-a3b)",
+        "qwen2.5-0.5b, qwen3-8b, qwen3-0.6b, qwen3-30b-a3b, deepseek-v2-lite, deepseek-v3)",
         name));
   }
   return s;
@@ -150,11 +151,13 @@ void write_hparams(gguf::Writer& w, const ModelShape& s, const WriteOptions& opt
     w.set_u32(a + "expert_used_count", s.experts_used);
     w.set_u32(a + "expert_feed_forward_length", s.expert_ffn);
   }
+  if (s.arch == "deepseek2") write_deepseek2_hparams(w, s);
 }
 
 }  // namespace
 
 uint64_t ModelShape::n_params() const {
+  if (arch == "deepseek2") return deepseek2_params(*this);
   uint64_t d = dim, q = q_dim(), kv = kv_dim();
   uint64_t per_layer = d * q * 2 + d * kv * 2 + 2 * d;
   per_layer +=
@@ -198,11 +201,15 @@ void validate_shape(const ModelShape& s) {
                       {"vocab", s.vocab},
                       {"ctx", s.ctx}})
     if (v <= 0) bad(fmt::format("{} = {} must be > 0", k, v));
-  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "qwen3moe")
-    bad(fmt::format("arch '{}' is not one mkmodel writes (llama, qwen2, qwen3, qwen3moe)", s.arch));
-  if ((s.arch == "qwen3moe") != (s.experts > 0))
-    bad(fmt::format("experts = {}: qwen3moe needs experts > 0, other architectures are dense",
-                    s.experts));
+  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "qwen3moe" &&
+      s.arch != "deepseek2")
+    bad(fmt::format(
+        "arch '{}' is not one mkmodel writes (llama, qwen2, qwen3, qwen3moe, deepseek2)", s.arch));
+  if ((s.arch == "qwen3moe" || s.arch == "deepseek2") != (s.experts > 0))
+    bad(fmt::format(
+        "experts = {}: qwen3moe and deepseek2 need experts > 0, other architectures are dense",
+        s.experts));
+  if (s.arch == "deepseek2") validate_deepseek2(s);
   if (s.experts > 0 && (s.experts_used < 1 || s.experts_used > s.experts))
     bad(fmt::format("experts_used = {} must be in [1, experts = {}]", s.experts_used, s.experts));
   if (s.experts > 0 && (s.expert_ffn <= 0 || s.expert_ffn % 32))
@@ -244,6 +251,7 @@ ModelShape parse_shape(std::string_view spec) {
       s.arch = std::string(val);
       continue;
     }
+    if (set_deepseek2_key(s, key, val)) continue;
     if (key == "tied") {
       s.tied_output = val == "1" || val == "true";
       continue;
@@ -280,10 +288,11 @@ ModelShape parse_shape(std::string_view spec) {
       throw std::invalid_argument(fmt::format(
           "shape: unknown key '{}' (dim, layers, heads, kv_heads, ffn, vocab, ctx, head_dim, "
           "experts, experts_used, expert_ffn, rope_base, rope_factor, rope_orig_ctx, eps, tied, "
-          "arch)",
-          key));
+          "arch, and deepseek2's {})",
+          key, deepseek2_key_names()));
   }
-  if (!kv_set) s.kv_heads = s.heads;
+  // deepseek2's heads all read the one latent (its head_count_kv is written apart).
+  if (!kv_set || s.arch == "deepseek2") s.kv_heads = s.heads;
   validate_shape(s);
   return s;
 }
@@ -400,6 +409,10 @@ void write_model(const std::filesystem::path& path, const ModelShape& shape,
   if (!s.tied_output) add("output.weight", d, s.vocab);
   if (s.rope_factor > 0) add("rope_freqs.weight", s.head_dim() / 2, 1);
   for (int i = 0; i < s.layers; ++i) {
+    if (s.arch == "deepseek2") {
+      deepseek2_layer_tensors(s, i, add3);
+      continue;
+    }
     auto n = [i](const char* x) { return fmt::format("blk.{}.{}.weight", i, x); };
     auto bias = [i](const char* x) { return fmt::format("blk.{}.{}.bias", i, x); };
     add(n("attn_norm"), d, 1);
@@ -438,6 +451,7 @@ void write_model(const std::filesystem::path& path, const ModelShape& shape,
   w.begin(path);
 
   TensorFiller fill = opts.filler ? opts.filler : seeded_filler(opts.seed, s);
+  if (s.arch == "deepseek2") fill = deepseek2_filler(s, fill);
   runtime::ThreadPool pool(runtime::first_cpus(opts.threads), false);
   std::vector<uint8_t> buf;
   std::vector<std::vector<float>> rows_f32(pool.size());

@@ -39,6 +39,19 @@ struct ModelShape {
   // Mixture of experts (qwen3moe): experts per layer, how many run per token,
   // each expert's FFN width; 0 for dense models.
   int experts = 0, experts_used = 0, expert_ffn = 0;
+  // deepseek2 (mkmodel_deepseek2.cpp): latent attention and DeepSeek routing.
+  struct Deepseek2 {
+    int q_lora = 0;  // 0: plain attn_q (V2-Lite)
+    int kv_lora = 0, qk_nope = 0, qk_rope = 0, v_head = 0;
+    int dense_lead = 0, shared = 0;  // leading dense layers, shared experts
+    float weights_scale = 1.0f;
+    bool weights_norm = false, sigmoid = false;
+    int groups = 0, groups_used = 0;
+    float yarn_factor = 0.0f;  // 0: no YaRN
+    int yarn_orig_ctx = 4096;
+    float yarn_log_mul = 0.0f;
+    bool legacy_kv_b = false;  // one attn_kv_b instead of attn_k_b + attn_v_b
+  } ds;
 
   int head_dim() const { return head_dim_override > 0 ? head_dim_override : dim / heads; }
   int q_dim() const { return heads * head_dim(); }
@@ -57,7 +70,9 @@ std::vector<float> llama3_rope_freqs(const ModelShape& s);
 // "7b" (LLaMA-2-7B: dim 4096, 32 layers, 32 heads, ffn 11008, vocab 32000),
 // the real models' config.json geometry: "llama3.1-8b", "llama3.2-1b" (both
 // with rope_freqs), "qwen2.5-7b", "qwen2.5-0.5b", "qwen3-8b", "qwen3-0.6b",
-// "qwen3-30b-a3b" (qwen3moe: 128 experts of which 8 run, expert FFN 768);
+// "qwen3-30b-a3b" (qwen3moe: 128 experts of which 8 run, expert FFN 768),
+// "deepseek-v2-lite" and "deepseek-v3" (deepseek2; their own keys:
+// mkmodel_deepseek2.cpp);
 // or key=value items "dim=..,layers=..,heads=..,kv_heads=..,ffn=..,vocab=..,
 // ctx=..,head_dim=..,experts=..,experts_used=..,expert_ffn=..,rope_base=..,
 // rope_factor=..,rope_orig_ctx=..,eps=..,tied=..,arch=.."
