@@ -2,7 +2,7 @@
 // 16-row tiles at half the width: ymm lane L is row L of an 8-row tile, a
 // token's activation dword i is broadcast to the 8 rows (vpmaddubsw +
 // vpmaddwd), and each lane's fma chain over the blocks is the scalar
-// reference's per-row sum. Up to 4 tokens per pass over ggml rows, 16 over
+// reference's per-row sum. Up to 4 tokens per pass over ggml rows, 17 over
 // packed16 panels.
 #include <immintrin.h>
 
@@ -147,7 +147,7 @@ template <bool kQ4, int T>
   tile.store(acc);
 }
 
-// panel_half for 5..16 tokens (a verify pass of K = 4..15 drafts): the
+// panel_half for 5..17 tokens (a verify pass of K = 4..16 drafts): the
 // half block stays in registers while the tokens go through it 4 at a time
 // (what fits beside it), with the accumulators in L1, so the panel streams
 // from DRAM once under all T tokens' work; chunks of 4 would rerun it from
@@ -193,7 +193,7 @@ void matmul(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, in
 
 // packed16 panels, up to kWideTokens tokens per pass over each; the rows
 // after the last whole panel are the matrix's ggml-layout tail.
-constexpr int kWideTokens = 16;
+constexpr int kWideTokens = 17;
 template <bool kQ4>
 void matmul_packed(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
                    int64_t r0, int64_t r1) {

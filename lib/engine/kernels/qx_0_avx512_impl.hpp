@@ -316,7 +316,7 @@ template <bool kQ4, int G>
   }
 }
 
-// panel_pair for more tokens (a verify pass of K = 7..15 drafts): the
+// panel_pair for more tokens (a verify pass of K = 7..16 drafts): the
 // block's two panels are loaded and unpacked once into 16 registers and
 // applied to the tokens in groups of 4, whose sums fit the registers beside
 // them; the accumulators live in L1 (the fma's memory operand and a store

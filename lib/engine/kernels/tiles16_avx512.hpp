@@ -21,11 +21,11 @@ namespace epyctune::engine::kernels::detail::tiles16 {
 namespace {
 
 constexpr int kMaxTokens = 8;
-// A pair pass takes up to this many tokens (a verify pass of K = 15 drafts in
+// A pair pass takes up to this many tokens (a verify pass of K = 16 drafts in
 // one pass over the weights): from 8 tokens the VNNI kernel keeps the block's
 // weights in registers and the tokens' accumulators in L1
 // (qx_0_avx512_impl.hpp, panel_pair_wide).
-constexpr int kMaxPairTokens = 16;
+constexpr int kMaxPairTokens = 17;
 constexpr int64_t kTileRows = 16;
 
 // z[i] lane L = dword i of the 16 bytes at rows[L] + off (i = 0..3).
@@ -95,9 +95,10 @@ using Tile = row_tiles::Locals<Zmm, T>;
 // tokens at once (acc[t]: the first panel's rows, acc[kMaxPairTokens + t]:
 // the second's), so that every activation broadcast feeds two dot-product
 // instructions: a broadcast from memory costs a vector pipe slot, so halving
-// the broadcasts raises the dot-product rate. Pass NoPair to go one panel at a time, as Q4_K does: its
-// pair kernel (8 tokens in two halves of 4, whose chains fit the registers)
-// gained a little from L2 but lost in the full 7B pass from DRAM.
+// the broadcasts raises the dot-product rate. Pass NoPair to go one panel at
+// a time, as Q4_K does: its pair kernel (8 tokens in two halves of 4, whose
+// chains fit the registers) gained a little from L2 but lost in the full 7B
+// pass from DRAM.
 struct NoPair {};
 template <bool kPanel, class Tile, class Pair = NoPair>
 void matmul_tiles(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
