@@ -27,6 +27,9 @@ BATCHES=${BATCHES:-1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17}
 SPEC=${SPEC:-adaptive,2,4,8}
 SKIP_SPEC=${SKIP_SPEC:-0}
 mkdir -p "$M" "$OUT"
+# Each engine's cost-model cache, measured afresh by this run.
+CACHE=$(mktemp -d)
+trap 'rm -rf "$CACHE"' EXIT
 E0=${ENGINES[0]}
 T=$M/T7b.gguf
 D=$M/D_1.0.gguf
@@ -48,7 +51,7 @@ for ((r = 1; r <= REPEAT; ++r)); do
   [ "$SKIP_SPEC" = 1 ] && continue
   for i in "${!ENGINES[@]}"; do
     E=${ENGINES[$i]}
-    XDG_CACHE_HOME="$OUT/cache.e$i" "$E" bench -m "$T" --draft "$D" --spec "$SPEC" \
+    XDG_CACHE_HOME="$CACHE/e$i" "$E" bench -m "$T" --draft "$D" --spec "$SPEC" \
       -t "$THREADS" -n "$N" -r 1 --spec-mode shared --json > "$OUT/spec.e$i.r$r.json"
   done
 done
