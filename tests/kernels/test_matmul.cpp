@@ -400,3 +400,42 @@ TEST_CASE("packed16 rows give the scalar oracle's bits on every ISA and row spli
   CHECK_NOTHROW(matmul_rows(GgmlType::Q4_0, WeightLayout::packed16, q.data.data(), q.row_bytes,
                             acts, y32.data(), 32, 16, 32));
 }
+
+// A verify pass of K drafts is K + 1 tokens: pairs of packed panels take up
+// to 16 of them in one pass (9..16: the weights in registers, the tokens in
+// groups of 4), then the rest. 70 rows: two pairs, whose second is cut at a
+// split, and a ggml tail; 17 blocks: two activation records.
+TEST_CASE("packed16 Q4_0 / Q8_0 pairs keep the oracle's bits for 2..33 tokens") {
+  const Isa saved = active_isa();
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0}) {
+    const int64_t k = 544, rows = 70;
+    CAPTURE(static_cast<int>(t));
+    const Weights w = make_weights(t, rows, k, 91 + static_cast<uint32_t>(t));
+    auto packed = w.data;
+    pack_rows(t, packed.data(), w.row_bytes, rows, k);
+    for (int n_tokens = 2; n_tokens <= 33; ++n_tokens) {
+      if (n_tokens > 18 && n_tokens != 32 && n_tokens != 33) continue;
+      CAPTURE(n_tokens);
+      const auto x = make_x(n_tokens, k, 17 + static_cast<uint32_t>(n_tokens));
+      const int64_t ldy = rows + 3;
+      Acts acts;
+      const auto ref = scalar_ref(w, x, n_tokens, k, ldy, acts);
+      for (int i = 1; i <= static_cast<int>(best_isa()); ++i) {
+        const Isa isa = static_cast<Isa>(i);
+        const std::string isa_str = isa_name(isa);
+        CAPTURE(isa_str);
+        set_isa(isa);
+        for (int64_t split : {int64_t{0}, int64_t{48}, int64_t{64}}) {
+          CAPTURE(split);
+          std::vector<float> y(static_cast<size_t>(ldy * n_tokens), -777.0f);
+          matmul_rows(t, WeightLayout::packed16, packed.data(), w.row_bytes, acts, y.data(), ldy, 0,
+                      split);
+          matmul_rows(t, WeightLayout::packed16, packed.data(), w.row_bytes, acts, y.data(), ldy,
+                      split, rows);
+          REQUIRE(std::memcmp(y.data(), ref.data(), y.size() * sizeof(float)) == 0);
+        }
+      }
+    }
+  }
+  set_isa(saved);
+}

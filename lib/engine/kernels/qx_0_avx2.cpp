@@ -2,11 +2,13 @@
 // 16-row tiles at half the width: ymm lane L is row L of an 8-row tile, a
 // token's activation dword i is broadcast to the 8 rows (vpmaddubsw +
 // vpmaddwd), and each lane's fma chain over the blocks is the scalar
-// reference's per-row sum. Up to 4 tokens per pass over the weights.
+// reference's per-row sum. Up to 4 tokens per pass over ggml rows, 17 over
+// packed16 panels.
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "engine/kernels/blocks.hpp"
 #include "engine/kernels/kernel_table.hpp"
@@ -145,6 +147,40 @@ template <bool kQ4, int T>
   tile.store(acc);
 }
 
+// panel_half for 5..17 tokens (a verify pass of K = 4..16 drafts): the
+// half block stays in registers while the tokens go through it 4 at a time
+// (what fits beside it), with the accumulators in L1, so the panel streams
+// from DRAM once under all T tokens' work; chunks of 4 would rerun it from
+// the caches with DRAM idle. Per row, token and block the same operations as
+// panel_half: the same bytes.
+template <bool kQ4, int T>
+[[gnu::noinline]] void panel_half_wide(const uint8_t* panel, int h, int64_t nb,
+                                       const uint8_t* pf_end, const uint8_t* const* arows_in,
+                                       __m256* acc_out) {
+  constexpr size_t kBlock = 16 * (kQ4 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0));
+  constexpr int64_t kLead = 16;
+  const uint8_t* arows[T];
+  __m256 acc[T];
+  for (int t = 0; t < T; ++t) {
+    arows[t] = arows_in[t];
+    acc[t] = acc_out[t];
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = panel + static_cast<size_t>(b) * kBlock;
+    const uint8_t* ahead = blk + kLead * kBlock;
+    if (h == 0 && ahead + kBlock <= pf_end) row_tiles::prefetch_lines<_MM_HINT_T0>(ahead, kBlock);
+    Group g;
+    load_panel_half<kQ4>(blk, h, g);
+    [&]<int... i>(std::integer_sequence<int, i...>) {
+      (block_tokens<kQ4, std::min(tiles8::kMaxTokens, T - tiles8::kMaxTokens * i)>(
+           g, arows + tiles8::kMaxTokens * i, b, acc + tiles8::kMaxTokens * i),
+       ...);
+    }
+    (std::make_integer_sequence<int, (T + tiles8::kMaxTokens - 1) / tiles8::kMaxTokens>{});
+  }
+  for (int t = 0; t < T; ++t) acc_out[t] = acc[t];
+}
+
 template <bool kQ4>
 void matmul(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
             int64_t r0, int64_t r1) {
@@ -155,16 +191,23 @@ void matmul(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, in
           const uint8_t* end) { rows_tile<kQ4, decltype(T)::value>(rows, nb, arows, acc, end); });
 }
 
-// packed16 panels; the rows after the last whole panel are the matrix's
-// ggml-layout tail.
+// packed16 panels, up to kWideTokens tokens per pass over each; the rows
+// after the last whole panel are the matrix's ggml-layout tail.
+constexpr int kWideTokens = 17;
 template <bool kQ4>
 void matmul_packed(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
                    int64_t r0, int64_t r1) {
   const int64_t nb = acts.k / 32;
-  tiles8::matmul_panels(
+  tiles8::matmul_panels<kWideTokens>(
       w, w_row_bytes, acts, y, ldy, r0, r1,
       [&](auto T, const uint8_t* panel, int h, const uint8_t* pf_end, const uint8_t* const* arows,
-          __m256* acc) { panel_half<kQ4, decltype(T)::value>(panel, h, nb, pf_end, arows, acc); },
+          __m256* acc) {
+        constexpr int kT = decltype(T)::value;
+        if constexpr (kT <= tiles8::kMaxTokens)
+          panel_half<kQ4, kT>(panel, h, nb, pf_end, arows, acc);
+        else
+          panel_half_wide<kQ4, kT>(panel, h, nb, pf_end, arows, acc);
+      },
       [&](int64_t t0, int64_t t1) { matmul<kQ4>(w, w_row_bytes, acts, y, ldy, t0, t1); });
 }
 

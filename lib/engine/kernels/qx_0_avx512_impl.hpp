@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "engine/kernels/blocks.hpp"
 #include "engine/kernels/kernel_table.hpp"
@@ -212,7 +213,7 @@ template <bool kQ4, bool kVnni, int T>
 
 // Two adjacent packed16 panels (32 rows) x T tokens, VNNI: each activation
 // dword is broadcast once for both panels' vpdpbusd. acc[t]: the first
-// panel's rows, acc[kMaxTokens + t]: the second's. Per row and block the
+// panel's rows, acc[kMaxPairTokens + t]: the second's. Per row and block the
 // same exact integer dot product and the same fma as panel_tile, so the same
 // bytes. Faster than two panel_tile calls because the broadcasts, not the
 // dot products, limit the single-panel kernel at 2-8 tokens.
@@ -271,12 +272,109 @@ template <bool kQ4, int T>
       const __m512 dw = panel_scales(blk[p]);
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
-        __m512* out = acc + p * tiles16::kMaxTokens + t;
+        __m512* out = acc + p * tiles16::kMaxPairTokens + t;
         *out = add_block(*out, s[p][t], dw, arows[t] + rec_off, L);
       }
     }
   }
 }
+
+// Tokens [t0, t0 + G) of panel_pair_wide's block: their integer sums stay in
+// registers (16 of them at G = 4) while the block's weights, w[c][p][h], are
+// applied to each in turn; the sums then go into the accumulators in L1.
+template <bool kQ4, int G>
+[[gnu::always_inline]] inline void pair_group(const __m512i (&w)[kQ4 ? 4 : 8][2][kQ4 ? 2 : 1],
+                                              const __m512 (&dw)[2], const uint8_t* const* arows,
+                                              int t0, size_t rec_off, int L, __m512* acc) {
+  constexpr int kChunks = kQ4 ? 4 : 8;
+  __m512i s[2][G];
+#pragma GCC unroll 4
+  for (int t = 0; t < G; ++t)
+    s[0][t] = s[1][t] = tiles16::broadcast_dword(arows[t0 + t] + rec_off + kQ8GroupCorr + 4 * L);
+#pragma GCC unroll 8
+  for (int c = 0; c < kChunks; ++c) {
+#pragma GCC unroll 4
+    for (int t = 0; t < G; ++t) {
+      const uint8_t* a = arows[t0 + t] + rec_off + 4 * L + 64 * c;
+      const __m512i lo = tiles16::broadcast_dword(a);
+      s[0][t] = _mm512_dpbusd_epi32(s[0][t], w[c][0][0], lo);
+      s[1][t] = _mm512_dpbusd_epi32(s[1][t], w[c][1][0], lo);
+      if constexpr (kQ4) {
+        const __m512i hi = tiles16::broadcast_dword(a + 256);
+        s[0][t] = _mm512_dpbusd_epi32(s[0][t], w[c][0][1], hi);
+        s[1][t] = _mm512_dpbusd_epi32(s[1][t], w[c][1][1], hi);
+      }
+    }
+  }
+#pragma GCC unroll 2
+  for (int p = 0; p < 2; ++p) {
+#pragma GCC unroll 4
+    for (int t = 0; t < G; ++t) {
+      __m512* out = acc + p * tiles16::kMaxPairTokens + t0 + t;
+      *out = add_block(*out, s[p][t], dw[p], arows[t0 + t] + rec_off, L);
+    }
+  }
+}
+
+// panel_pair for more tokens (a verify pass of K = 7..16 drafts): the
+// block's two panels are loaded and unpacked once into 16 registers and
+// applied to the tokens in groups of 4, whose sums fit the registers beside
+// them; the accumulators live in L1 (the fma's memory operand and a store
+// use the load/store ports, not the vector pipes vpdpbusd needs). The
+// weights stream from DRAM once, under the computation of all T tokens: in
+// two chunks of 8 the second would rerun them from L2 with DRAM idle. Per
+// row, token and block the same integer dot product and fma as panel_pair:
+// the same bytes.
+template <bool kQ4, int T>
+[[gnu::noinline]] void panel_pair_wide(const uint8_t* panel, size_t panel_bytes, int64_t nb,
+                                       const uint8_t* pf_end, const uint8_t* const* arows_in,
+                                       __m512* acc_out) {
+  constexpr size_t kBlock = kTileRows * (kQ4 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0));
+  constexpr int kChunks = kQ4 ? 4 : 8;
+  const uint8_t* arows[T];
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t) arows[t] = arows_in[t];
+  __m512 acc[2 * tiles16::kMaxPairTokens];
+  for (int i = 0; i < 2 * tiles16::kMaxPairTokens; ++i) acc[i] = acc_out[i];
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk[2] = {panel + static_cast<size_t>(b) * kBlock,
+                             panel + panel_bytes + static_cast<size_t>(b) * kBlock};
+#pragma GCC unroll 2
+    for (int p = 0; p < 2; ++p) {
+      const uint8_t* ahead = blk[p] + kPairPrefetchBlocks<kQ4, T> * kBlock;
+      if (ahead + kBlock <= pf_end)
+        row_tiles::prefetch_lines<row_tiles::kStreamHint<T>>(ahead, kBlock);
+    }
+    __m512i w[kChunks][2][kQ4 ? 2 : 1];
+#pragma GCC unroll 8
+    for (int c = 0; c < kChunks; ++c) {
+#pragma GCC unroll 2
+      for (int p = 0; p < 2; ++p) {
+        const __m512i z = _mm512_loadu_si512(blk[p] + kPackD + 64 * c);
+        if constexpr (kQ4) {
+          w[c][p][0] = low_nibbles(z);
+          w[c][p][1] = high_nibbles(z);
+        } else {
+          w[c][p][0] = q8_unsigned(z);
+        }
+      }
+    }
+    const __m512 dw[2] = {panel_scales(blk[0]), panel_scales(blk[1])};
+    const size_t rec_off = static_cast<size_t>(b / 16) * kQ8GroupBytes;
+    const int L = static_cast<int>(b % 16);
+    // Groups of 4, the last one 1..4 tokens.
+    [&]<int... g>(std::integer_sequence<int, g...>) {
+      (pair_group<kQ4, std::min(4, T - 4 * g)>(w, dw, arows, 4 * g, rec_off, L, acc), ...);
+    }
+    (std::make_integer_sequence<int, (T + 3) / 4>{});
+  }
+  for (int i = 0; i < 2 * tiles16::kMaxPairTokens; ++i) acc_out[i] = acc[i];
+}
+
+// Up to 7 tokens panel_pair is as fast as panel_pair_wide (5 and 6: faster,
+// the wide kernel's last group is short); at 8 its sums and accumulators,
+// 32 registers, spill and the wide kernel is ~9% faster per token.
+constexpr int kPairRegisterTokens = 7;
 
 template <bool kQ4, bool kVnni, bool kPanel>
 void matmul_tiles(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
@@ -295,7 +393,11 @@ void matmul_tiles(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float*
         w, w_row_bytes, acts, y, ldy, r0, r1, tile,
         [&](auto T, const uint8_t* panel, size_t panel_bytes, const uint8_t* const* arows,
             __m512* acc, const uint8_t* pf_end) {
-          panel_pair<kQ4, decltype(T)::value>(panel, panel_bytes, nb, pf_end, arows, acc);
+          constexpr int kT = decltype(T)::value;
+          if constexpr (kT <= kPairRegisterTokens)
+            panel_pair<kQ4, kT>(panel, panel_bytes, nb, pf_end, arows, acc);
+          else
+            panel_pair_wide<kQ4, kT>(panel, panel_bytes, nb, pf_end, arows, acc);
         });
   } else {
     tiles16::matmul_tiles<kPanel>(w, w_row_bytes, acts, y, ldy, r0, r1, tile);

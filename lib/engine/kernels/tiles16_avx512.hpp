@@ -21,6 +21,11 @@ namespace epyctune::engine::kernels::detail::tiles16 {
 namespace {
 
 constexpr int kMaxTokens = 8;
+// A pair pass takes up to this many tokens (a verify pass of K = 16 drafts in
+// one pass over the weights): from 8 tokens the VNNI kernel keeps the block's
+// weights in registers and the tokens' accumulators in L1
+// (qx_0_avx512_impl.hpp, panel_pair_wide).
+constexpr int kMaxPairTokens = 17;
 constexpr int64_t kTileRows = 16;
 
 // z[i] lane L = dword i of the 16 bytes at rows[L] + off (i = 0..3).
@@ -86,13 +91,14 @@ using Tile = row_tiles::Locals<Zmm, T>;
 // through rows[], whose dead lanes repeat a live row and are not stored).
 // pf_end bounds the software prefetch to the range's panels.
 // With packed16 panels and 2+ tokens, pair(T, panel, panel_bytes, arows,
-// acc, pf_end) takes two adjacent whole panels at once (acc[t]: the first
-// panel's rows, acc[kMaxTokens + t]: the second's), so that every activation
-// broadcast feeds two dot-product instructions: a broadcast from memory
-// costs a vector pipe slot, so halving the broadcasts raises the
-// dot-product rate. Pass NoPair to go one panel at a time, as Q4_K does: its
-// pair kernel (8 tokens in two halves of 4, whose chains fit the registers)
-// gained a little from L2 but lost in the full 7B pass from DRAM.
+// acc, pf_end) takes two adjacent whole panels and up to kMaxPairTokens
+// tokens at once (acc[t]: the first panel's rows, acc[kMaxPairTokens + t]:
+// the second's), so that every activation broadcast feeds two dot-product
+// instructions: a broadcast from memory costs a vector pipe slot, so halving
+// the broadcasts raises the dot-product rate. Pass NoPair to go one panel at
+// a time, as Q4_K does: its pair kernel (8 tokens in two halves of 4, whose
+// chains fit the registers) gained a little from L2 but lost in the full 7B
+// pass from DRAM.
 struct NoPair {};
 template <bool kPanel, class Tile, class Pair = NoPair>
 void matmul_tiles(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
@@ -108,25 +114,30 @@ void matmul_tiles(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float*
       rows[L] = w + static_cast<size_t>(r + std::min(L, live - 1)) * w_row_bytes;
     const __mmask16 keep = static_cast<__mmask16>((1u << live) - 1u);
     const bool two = kPairs && r + 2 * kTileRows <= full_end;
-    for (int t0 = 0; t0 < acts.n_tokens; t0 += kMaxTokens) {
-      const int nt = std::min(acts.n_tokens - t0, kMaxTokens);
-      const uint8_t* arows[kMaxTokens];
+    // A pair pass streams the weights from DRAM while it computes; a second
+    // chunk would rerun them from L2 with DRAM idle, so pairs take more tokens.
+    const int chunk = two ? kMaxPairTokens : kMaxTokens;
+    for (int t0 = 0; t0 < acts.n_tokens; t0 += chunk) {
+      const int nt = std::min(acts.n_tokens - t0, chunk);
+      const uint8_t* arows[kMaxPairTokens];
       for (int t = 0; t < nt; ++t) arows[t] = acts.row(t0 + t);
-      __m512 acc[2 * kMaxTokens];
+      __m512 acc[2 * kMaxPairTokens];
       for (auto& a : acc) a = _mm512_setzero_ps();
       if constexpr (kPairs) {
         if (two && nt >= 2) {
-          row_tiles::with_tokens<kMaxTokens>(nt, [&](auto T) {
+          row_tiles::with_tokens<kMaxPairTokens>(nt, [&](auto T) {
             if constexpr (decltype(T)::value >= 2)
               pair(T, rows[0], panel_bytes, arows, acc, pf_end);
           });
           for (int t = 0; t < nt; ++t) {
             _mm512_storeu_ps(y + (t0 + t) * ldy + r, acc[t]);
-            _mm512_storeu_ps(y + (t0 + t) * ldy + r + kTileRows, acc[kMaxTokens + t]);
+            _mm512_storeu_ps(y + (t0 + t) * ldy + r + kTileRows, acc[kMaxPairTokens + t]);
           }
           continue;
         }
       }
+      // Here nt <= kMaxTokens: a chunk of kMaxPairTokens is a pair's, and
+      // only its last single token comes this way.
       for (int part = 0; part < (two ? 2 : 1); ++part) {
         const uint8_t* prow[kTileRows];
         for (int64_t L = 0; L < kTileRows; ++L) prow[L] = rows[L] + part * panel_bytes;

@@ -73,17 +73,17 @@ struct Ymm {
 template <int T>
 using Tile = row_tiles::Locals<Ymm, T>;
 
-// The tokens in chunks of up to kMaxTokens: run(T, arows, acc) fills
+// The tokens in chunks of up to kChunk: run(T, arows, acc) fills
 // acc[0..T) from zero, then store(t, acc[t - t0]) for each token t.
-template <class Run, class Store>
+template <int kChunk = kMaxTokens, class Run, class Store>
 inline void token_chunks(const Acts& acts, Run run, Store store) {
-  for (int t0 = 0; t0 < acts.n_tokens; t0 += kMaxTokens) {
-    const int nt = std::min(acts.n_tokens - t0, kMaxTokens);
-    const uint8_t* arows[kMaxTokens];
+  for (int t0 = 0; t0 < acts.n_tokens; t0 += kChunk) {
+    const int nt = std::min(acts.n_tokens - t0, kChunk);
+    const uint8_t* arows[kChunk];
     for (int t = 0; t < nt; ++t) arows[t] = acts.row(t0 + t);
-    __m256 acc[kMaxTokens];
+    __m256 acc[kChunk];
     for (auto& a : acc) a = _mm256_setzero_ps();
-    row_tiles::with_tokens<kMaxTokens>(nt, [&](auto T) { run(T, arows, acc); });
+    row_tiles::with_tokens<kChunk>(nt, [&](auto T) { run(T, arows, acc); });
     for (int t = 0; t < nt; ++t) store(t0 + t, acc[t]);
   }
 }
@@ -111,12 +111,12 @@ void matmul_tiles(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float*
 }
 
 // Rows [r0, r1) of packed16 panels (r0 a multiple of 16): each whole panel
-// as two 8-row halves, up to kMaxTokens tokens per pass, where half(T, panel,
+// as two 8-row halves, up to kChunk tokens per pass, where half(T, panel,
 // h, pf_end, arows, acc) adds T tokens' dot products of rows 8h..8h+7 into
 // acc[0..T) (pf_end bounds the prefetch to the whole panels); then
 // tail(r, r1) for the rows after the last whole panel, the matrix's
 // ggml-layout tail.
-template <class Half, class Tail>
+template <int kChunk = kMaxTokens, class Half, class Tail>
 void matmul_panels(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
                    int64_t r0, int64_t r1, Half half, Tail tail) {
   const int64_t full_end = r0 + (r1 - r0) / kPanelRows * kPanelRows;
@@ -124,7 +124,7 @@ void matmul_panels(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float
   for (int64_t r = r0; r < full_end; r += kPanelRows) {
     const uint8_t* panel = w + static_cast<size_t>(r) * w_row_bytes;
     for (int h = 0; h < 2; ++h) {
-      token_chunks(
+      token_chunks<kChunk>(
           acts,
           [&](auto T, const uint8_t* const* arows, __m256* acc) {
             half(T, panel, h, pf_end, arows, acc);
