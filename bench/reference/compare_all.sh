@@ -11,8 +11,9 @@
 # MARGIN 0 writes the plain seeded weights (near-ties are then expected in
 # quantised files). The table gives, per model, the measured smallest top-1
 # gap (x logit std), the smallest router top-k gap, and the comparison.
-# Set MOE_LAYERS (default 1) for the qwen3-30b-a3b geometry; files are
-# deleted after use unless KEEP=1.
+# Set MOE_LAYERS (default 1) for the qwen3-30b-a3b geometry, SHAPES
+# (space-separated) to run only some shapes; files are deleted after use
+# unless KEEP=1.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:?build dir}; out=${2:-/tmp/epyctune-reference}; n=${3:-64}
@@ -24,6 +25,7 @@ mkdir -p "$out"
 shapes=(tiny "tiny,arch=qwen2" "tiny,arch=qwen3" "tiny,rope_factor=8,rope_orig_ctx=16,ctx=16384"
         "tiny,arch=qwen3moe,experts=8,experts_used=2,expert_ffn=64,dim=256"
         llama3.1-8b llama3.2-1b qwen2.5-7b qwen2.5-0.5b qwen3-8b qwen3-0.6b qwen3-30b-a3b)
+[[ -z ${SHAPES:-} ]] || read -ra shapes <<<"$SHAPES"
 printf '%-40s %-8s %-6s %-6s %-10s %-9s %s\n' shape arch quant size top1-gap router result
 for q in $quants; do
   for s in "${shapes[@]}"; do

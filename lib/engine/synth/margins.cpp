@@ -180,12 +180,14 @@ std::vector<RowPatch> correct_head(const LlamaModel& m, const Decode& d, double 
   const int V = m.n_vocab(), S = static_cast<int>(d.winner.size());
   const int64_t dim = head->ne[0];
   std::map<int, std::vector<double>> raise;  // winner -> raise per step
+  // Steps just above the target are raised too, and every raise overshoots:
+  // the raises widen the logits' spread (so the target, a multiple of it,
+  // grows) and requantising a row moves its logits a little.
   for (int s = 0; s < S; ++s) {
-    if (d.gap[size_t(s)] >= target) continue;
+    if (d.gap[size_t(s)] >= 1.1 * target) continue;
     auto& r = raise[d.winner[size_t(s)]];
     r.resize(size_t(S), 0.0);
-    // Overshoot, so the requantised row still clears the target.
-    r[size_t(s)] = 1.25 * target - d.gap[size_t(s)];
+    r[size_t(s)] = 1.3 * target - d.gap[size_t(s)];
   }
   if (raise.empty()) return {};
   std::vector<double> gram(size_t(S) * S);
