@@ -6,6 +6,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "apps/epyctune-engine/commands.hpp"
 #include "apps/epyctune-engine/progress.hpp"
@@ -13,6 +14,7 @@
 #include "engine/runtime/cpus.hpp"
 #include "engine/runtime/thread_pool.hpp"
 #include "engine/synth/draft_pair.hpp"
+#include "engine/synth/margins.hpp"
 #include "engine/synth/mkmodel.hpp"
 
 namespace epyctune::engine_cli {
@@ -30,7 +32,46 @@ struct MkmodelArgs {
   bool json = false;
   bool fast_quant = false;
   bool pard = false;
+  eng::MarginOptions margins;
+  double margin = 0.0;
+  std::vector<std::string> margin_prompts;
 };
+
+// --margin: the seeded model with planted routing and a head corrected until
+// every greedy step on the prompts wins by the margin (margins.hpp).
+int write_with_margins(const MkmodelArgs& a, const eng::ModelShape& shape, eng::WriteOptions wo) {
+  eng::MarginOptions mo = a.margins;
+  mo.token_margin = a.margin;
+  if (!a.margin_prompts.empty()) mo.prompts = a.margin_prompts;
+  wo.progress = nullptr;
+  eng::runtime::ThreadPool pool(eng::runtime::first_cpus(a.threads), false);
+  const eng::MarginReport r = eng::write_margin_model(a.out, shape, wo, mo, pool);
+  const nlohmann::json j = {
+      {"path", a.out},
+      {"shape", a.shape},
+      {"arch", shape.arch},
+      {"quant", a.quant},
+      {"seed", a.seed},
+      {"margin", a.margin},
+      {"logit_std", r.logit_std},
+      {"min_token_gap", r.min_token_gap},
+      {"min_relative_gap", r.min_relative_gap()},
+      {"min_router_gap",
+       std::isinf(r.min_router_gap) ? nlohmann::json(nullptr) : nlohmann::json(r.min_router_gap)},
+      {"rounds", r.rounds},
+      {"rows_changed", r.rows_changed},
+      {"reached", r.reached}};
+  if (a.json)
+    std::cout << j.dump(2) << "\n";
+  else
+    std::fprintf(
+        stderr,
+        "[mkmodel] wrote %s: %s, %s; min top-1 gap %.3f = %.3f x logit std (asked %.3f)%s, "
+        "min router gap %.3f, %d rounds, %d head rows rewritten\n",
+        a.out.c_str(), a.shape.c_str(), a.quant.c_str(), r.min_token_gap, r.min_relative_gap(),
+        a.margin, r.reached ? "" : " NOT REACHED", r.min_router_gap, r.rounds, r.rows_changed);
+  return r.reached ? 0 : 3;
+}
 
 int run_plain(const MkmodelArgs& a) {
   eng::ModelShape shape = eng::parse_shape(a.shape);
@@ -77,6 +118,10 @@ int run_plain(const MkmodelArgs& a) {
     wo.progress = [&](std::string_view tensor, int index, int count) {
       line.update(tensor, static_cast<uint64_t>(index), static_cast<uint64_t>(count), "tensors");
     };
+  if (a.margin > 0.0) {
+    line.finish();
+    return write_with_margins(a, shape, wo);
+  }
   eng::write_model(a.out, shape, wo);
   line.finish();
   if (a.json) {
@@ -158,6 +203,16 @@ void add_mkmodel_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_option("--vocab", args->vocab, "Copy the tokenizer of this GGUF file");
   cmd->add_option("--residual-decay", args->residual_decay,
                   "Scale layer l's residual writes by R^l (R < 1: deep layers refine)")
+      ->capture_default_str();
+  cmd->add_option("--margin", args->margin,
+                  "Plant greedy margins: every step on the margin prompts wins by G x the logits' "
+                  "std; MoE routing gets a planted top-k gap (untied head)");
+  cmd->add_option("--margin-prompt", args->margin_prompts,
+                  "Prompt to plant margins for (repeatable; default \"The quick brown fox\")");
+  cmd->add_option("--margin-steps", args->margins.steps, "Greedy steps per margin prompt")
+      ->capture_default_str();
+  cmd->add_option("--router-gap", args->margins.router_gap,
+                  "Planted router logit gap between a token's top-k experts and the rest")
       ->capture_default_str();
   cmd->add_option("--pair-of", args->pair_of, "Write a draft for this target instead");
   cmd->add_option("--agreement", args->agreement, "Greedy agreement the draft should reach");

@@ -155,6 +155,13 @@ void LlamaModel::setup_moe(int experts_per_token) {
     if (l.ffn_kind == FfnKind::moe) check_moe_weights(l.moe, s);
 }
 
+float LlamaModel::min_router_gap() const {
+  return impl_->moe.min_router_gap();
+}
+void LlamaModel::reset_router_gap() {
+  impl_->moe.reset_router_gap();
+}
+
 GgmlType LlamaModel::weight_type() const {
   const auto& l = impl_->w.layers[0];
   // ffn_up: the bulk type (Q4_K_M keeps ffn_down and attn_v in Q6_K).

@@ -106,6 +106,10 @@ class LlamaModel : public CausalLM {
   // and for k > 1 the expected number of distinct experts when each token
   // picks its experts independently and uniformly (routing is data-dependent).
   uint64_t weight_bytes_per_pass(int k) const;
+  // Mixture-of-experts models: MoeFfn::min_router_gap over every layer and
+  // token since the last reset (infinity for a dense model).
+  float min_router_gap() const;
+  void reset_router_gap();
   // Where the weight pages are (from /proc/self/numa_maps); err on failure.
   std::string placement_summary() const;
   // The address ranges of the weights (the copy, or the file mapping) and of

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <stdexcept>
 
 #include "engine/runtime/thread_pool.hpp"
@@ -194,6 +195,14 @@ void MoeFfn::run_router(const MoeLayerWeights& w, const MoeShape& s, const float
   weights_.resize(size_t(B) * s.n_used);
   route_tokens(logits_.data(), B, s, experts_.data(), weights_.data(),
                w.probs_bias.empty() ? nullptr : w.probs_bias.data());
+  if (s.n_used >= s.n_expert) return;
+  for (int t = 0; t < B; ++t) {
+    gap_row_.assign(logits_.begin() + ptrdiff_t(t) * s.n_expert,
+                    logits_.begin() + ptrdiff_t(t + 1) * s.n_expert);
+    auto kth = gap_row_.begin() + (s.n_used - 1);
+    std::nth_element(gap_row_.begin(), kth, gap_row_.end(), std::greater<>());
+    min_gap_ = std::min(min_gap_, *kth - *std::max_element(kth + 1, gap_row_.end()));
+  }
 }
 
 // gate/up for every (token, expert) pair, SwiGLU, then down, one expert's

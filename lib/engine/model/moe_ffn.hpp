@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "engine/kernels/kernels.hpp"
@@ -73,6 +74,12 @@ class MoeFfn {
   // Expert weight bytes read by every forward() so far (gate, up and down
   // rows of the distinct experts, plus the router), for measured rooflines.
   uint64_t bytes_read() const { return bytes_read_; }
+  // The smallest gap between a token's n_used-th and next router logit over
+  // every token routed since the last reset: how far routing is from a tie
+  // that another engine's rounding could break the other way (infinity when
+  // every expert runs).
+  float min_router_gap() const { return min_gap_; }
+  void reset_router_gap() { min_gap_ = std::numeric_limits<float>::infinity(); }
 
  private:
   void group_by_expert(int B, int n_used, int n_expert);
@@ -98,6 +105,8 @@ class MoeFfn {
   kernels::Acts router_acts_;
   std::vector<kernels::Acts> in_acts_, hid_acts_;  // per active expert
   uint64_t bytes_read_ = 0;
+  std::vector<float> gap_row_;
+  float min_gap_ = std::numeric_limits<float>::infinity();
 };
 
 }  // namespace epyctune::engine
