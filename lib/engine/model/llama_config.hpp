@@ -14,11 +14,11 @@ class File;
 }
 
 // The architectures the engine runs, by their general.architecture name.
-enum class Arch { llama, qwen2, qwen3, qwen3moe };
+enum class Arch { llama, qwen2, qwen3, qwen3moe, gpt_oss };
 
 const char* arch_name(Arch a);
 std::optional<Arch> arch_from_name(std::string_view name);
-// "llama, qwen2, qwen3, qwen3moe": for error messages.
+// "llama, qwen2, qwen3, qwen3moe, gpt-oss": for error messages.
 std::string supported_arch_names();
 
 // How rope angles are stretched for long contexts.
@@ -26,7 +26,18 @@ enum class RopeScaling {
   none,
   linear,  // theta *= freq_scale
   llama3,  // theta /= rope_freqs.weight[i] (Llama 3.1+: the file carries the factors)
+  yarn,    // YaRN: interpolated low frequencies, extrapolated high ones, scaled magnitude
 };
+
+// How a MoE router's logits become the k experts and their weights.
+enum class MoeGating {
+  softmax_topk,  // softmax over every expert, then the top k probabilities (qwen3moe)
+  topk_softmax,  // the top k logits, then a softmax over those k (gpt-oss)
+};
+
+// The gated activation of an expert: silu(gate) * up, or gpt-oss's
+// clamped variant (ggml's swiglu_oai).
+enum class GluKind { swiglu, swiglu_oai };
 
 // What one layer's feed-forward block is: a dense SwiGLU, or a router over
 // experts (each a SwiGLU of expert_ffn_dim) of which n_expert_used run per token.
@@ -55,12 +66,28 @@ struct LlamaConfig {
   bool rope_neox = false;
   bool attn_qkv_bias = false;  // qwen2: attn_{q,k,v}.bias
   bool attn_qk_norm = false;   // qwen3: attn_{q,k}_norm, an RMS norm per head before rope
+  // gpt-oss: attn_output.bias, attn_sinks (a learned logit per head in the
+  // softmax denominator), post_attention_norm as the FFN's input norm, and
+  // biases on the router and every expert matrix.
+  bool attn_out_bias = false;
+  bool attn_sinks = false;
+  bool moe_biases = false;
+  // <arch>.attention.sliding_window: layers for which swa_layer() holds attend
+  // to the last n_swa positions only (0: every layer attends to all).
+  int n_swa = 0;
+  // YaRN (RopeScaling::yarn): <arch>.rope.scaling.original_context_length,
+  // and llama.cpp's defaults for the parameters GGUF files do not carry.
+  int rope_orig_ctx = 0;
+  float yarn_ext_factor = 1.0f, yarn_attn_factor = 1.0f;
+  float yarn_beta_fast = 32.0f, yarn_beta_slow = 1.0f;
 
   // Mixture of experts (0 when dense).
   int n_expert = 0;                  // <arch>.expert_count
   int n_expert_used = 0;             // <arch>.expert_used_count: top-k per token
   int expert_ffn_dim = 0;            // <arch>.expert_feed_forward_length
   bool expert_weights_norm = false;  // renormalise the top-k router weights to sum 1
+  MoeGating moe_gating = MoeGating::softmax_topk;
+  GluKind expert_glu = GluKind::swiglu;
 
   std::string name;  // general.name
 
@@ -73,6 +100,9 @@ struct LlamaConfig {
     (void)il;
     return n_expert > 0 ? FfnKind::moe : FfnKind::dense;
   }
+  // Whether layer il attends through the sliding window: llama.cpp's pattern
+  // for gpt-oss (period 2), the even layers.
+  bool swa_layer(int il) const { return n_swa > 0 && il % 2 == 0; }
 };
 
 // Reads and checks the metadata; throws std::runtime_error naming the file,

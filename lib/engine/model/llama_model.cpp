@@ -142,8 +142,8 @@ void LlamaModel::setup_moe(int experts_per_token) {
   if (experts_per_token > 0) cfg_.n_expert_used = experts_per_token;
   if (cfg_.n_expert == 0) return;
   auto& s = impl_->moe_shape;
-  s = {cfg_.dim, cfg_.n_expert, cfg_.n_expert_used, cfg_.expert_ffn_dim, cfg_.expert_weights_norm,
-       0.0f};
+  s = {cfg_.dim, cfg_.n_expert,   cfg_.n_expert_used, cfg_.expert_ffn_dim, cfg_.expert_weights_norm,
+       0.0f,     cfg_.moe_gating, cfg_.expert_glu};
   for (const auto& l : impl_->w.layers)
     if (l.ffn_kind == FfnKind::moe) check_moe_weights(l.moe, s);
 }

@@ -39,6 +39,9 @@ struct ModelShape {
   // Mixture of experts (qwen3moe): experts per layer, how many run per token,
   // each expert's FFN width; 0 for dense models.
   int experts = 0, experts_used = 0, expert_ffn = 0;
+  // gpt-oss: attention.sliding_window (the even layers attend to the last
+  // swa positions); its rope_factor / rope_orig_ctx are YaRN's.
+  int swa = 0;
 
   int head_dim() const { return head_dim_override > 0 ? head_dim_override : dim / heads; }
   int q_dim() const { return heads * head_dim(); }
@@ -57,10 +60,12 @@ std::vector<float> llama3_rope_freqs(const ModelShape& s);
 // "7b" (LLaMA-2-7B: dim 4096, 32 layers, 32 heads, ffn 11008, vocab 32000),
 // the real models' config.json geometry: "llama3.1-8b", "llama3.2-1b" (both
 // with rope_freqs), "qwen2.5-7b", "qwen2.5-0.5b", "qwen3-8b", "qwen3-0.6b",
-// "qwen3-30b-a3b" (qwen3moe: 128 experts of which 8 run, expert FFN 768);
+// "qwen3-30b-a3b" (qwen3moe: 128 experts of which 8 run, expert FFN 768),
+// "gpt-oss-20b" / "gpt-oss-120b" (gpt-oss: 24 / 36 layers, 32 / 128 experts
+// of which 4 run, sliding window 128, YaRN x32 over 4096);
 // or key=value items "dim=..,layers=..,heads=..,kv_heads=..,ffn=..,vocab=..,
 // ctx=..,head_dim=..,experts=..,experts_used=..,expert_ffn=..,rope_base=..,
-// rope_factor=..,rope_orig_ctx=..,eps=..,tied=..,arch=.."
+// rope_factor=..,rope_orig_ctx=..,swa=..,eps=..,tied=..,arch=.."
 // after an optional preset ("qwen2.5-7b,layers=2,vocab=8192"; without one,
 // unset keys take tiny's values and kv_heads defaults to heads). Throws
 // std::invalid_argument naming the bad key or inconsistency.
@@ -82,8 +87,9 @@ using TensorFiller = std::function<void(std::string_view name, int64_t ne0, int6
 struct WriteOptions {
   // Weight type: "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k", or
   // "q4_k_m" (Q4_K, with Q6_K for output, ffn_down and attn_v as llama.cpp's
-  // Q4_K_M mix). A tensor whose rows do not divide the block falls back to
-  // q8_0 (rows of 32), else f16.
+  // Q4_K_M mix), or "mxfp4_moe" (MXFP4 experts, Q8_0 for the other
+  // matrices, as the released gpt-oss files). A tensor whose rows do not divide the block falls
+  // back to q8_0 (rows of 32), else f16.
   std::string quant = "q4_0";
   uint64_t seed = 1;
   VocabSource vocab;
