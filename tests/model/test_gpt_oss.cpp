@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "engine/gguf/gguf.hpp"
+#include "engine/kernels/kernels.hpp"
 #include "engine/model/moe_ffn.hpp"
 #include "model_fixture.hpp"
 
@@ -199,4 +200,29 @@ TEST_CASE("the gpt-oss router takes the top k logits, then softmaxes those k") {
   float w2[2];
   route_tokens(logits, 1, s, ex, w2);
   CHECK(w2[0] < w[0]);
+}
+
+TEST_CASE("gpt-oss: every ISA and thread count gives the scalar kernels' logits") {
+  TempDir dir;
+  const auto p = write(dir, "mx", parse_shape(kShape), {}, "mxfp4_moe");
+  std::vector<int32_t> toks(24);
+  for (int i = 0; i < 24; ++i) toks[i] = (i * 53 + 11) % 500;
+  auto logits = [&](runtime::ThreadPool& pool) {
+    auto m = LlamaModel::load(p, pool);
+    std::vector<float> out(size_t(m->n_vocab()) * toks.size());
+    m->forward(toks, out.data());
+    return out;
+  };
+  auto two = runtime::ThreadPool::unpinned(2);
+  auto three = runtime::ThreadPool::unpinned(3);
+  const auto saved = kernels::active_isa();
+  kernels::set_isa(kernels::Isa::scalar);
+  const auto want = logits(two);
+  for (int i = 1; i <= static_cast<int>(kernels::best_isa()); ++i) {
+    kernels::set_isa(static_cast<kernels::Isa>(i));
+    CAPTURE(kernels::isa_name(kernels::active_isa()));
+    CHECK(bit_equal(logits(two).data(), want.data(), want.size()));
+  }
+  kernels::set_isa(saved);
+  CHECK(bit_equal(logits(three).data(), want.data(), want.size()));
 }
