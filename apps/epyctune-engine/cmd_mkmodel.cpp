@@ -74,8 +74,8 @@ int write_with_margins(const MkmodelArgs& a, const eng::ModelShape& shape, eng::
 }
 
 int run_plain(const MkmodelArgs& a) {
-  eng::ModelShape shape = eng::parse_shape(a.shape);
-  if (!a.arch.empty()) shape.arch = a.arch;
+  // --arch as the shape's last override, so the architecture's defaults apply.
+  eng::ModelShape shape = eng::parse_shape(a.arch.empty() ? a.shape : a.shape + ",arch=" + a.arch);
   eng::WriteOptions wo;
   wo.quant = a.quant;
   wo.fast_quant = a.fast_quant;
@@ -188,14 +188,15 @@ void add_mkmodel_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_option("out", args->out, "Output GGUF path")->required();
   cmd->add_option("--shape", args->shape,
                   "tiny | 1b | 7b | llama3.1-8b | llama3.2-1b | qwen2.5-7b | qwen2.5-0.5b | "
-                  "qwen3-8b | qwen3-0.6b | qwen3-30b-a3b | deepseek-v2-lite | deepseek-v3, then "
+                  "qwen3-8b | qwen3-0.6b | qwen3-30b-a3b | deepseek-v2-lite | deepseek-v3 | "
+                  "gpt-oss-20b | gpt-oss-120b, then "
                   ",key=value overrides "
                   "(layers=2,vocab=8192,..)")
       ->capture_default_str();
   cmd->add_option("--arch", args->arch,
-                  "llama | qwen2 | qwen3 | qwen3moe | deepseek2 (default: the shape's)");
+                  "llama | qwen2 | qwen3 | qwen3moe | deepseek2 | gpt-oss (default: the shape's)");
   cmd->add_option("--quant", args->quant,
-                  "f32 f16 bf16 q8_0 q4_0 q5_0 q5_1 q4_k q5_k q6_k mxfp4 q4_k_m q5_k_m")
+                  "f32 f16 bf16 q8_0 q4_0 q5_0 q5_1 q4_k q5_k q6_k mxfp4 q4_k_m q5_k_m mxfp4_moe")
       ->capture_default_str();
   cmd->add_option("--seed", args->seed, "Weight seed")->capture_default_str();
   cmd->add_flag("--fast-quant", args->fast_quant,

@@ -198,3 +198,31 @@ TEST_CASE("deepseek2: a missing latent-attention tensor or an unknown key is nam
   CHECK(err.find("tensor 'blk.0.exp_probs_b.bias' is not used by a deepseek2 model") !=
         std::string::npos);
 }
+
+TEST_CASE("a gpt-oss file missing a sink, an expert bias or its window is an error naming it") {
+  TempDir dir;
+  auto good = make_model(dir, "tiny,arch=gpt-oss,rope_factor=4,rope_orig_ctx=64", "q8_0");
+  CHECK(load_error(good).empty());
+  auto err = load_error(rewrite(dir, good, drop_tensor("blk.1.attn_sinks.weight")));
+  CHECK(err.find("'blk.1.attn_sinks.weight' is missing (a gpt-oss model") != std::string::npos);
+  err = load_error(rewrite(dir, good, drop_tensor("blk.0.ffn_down_exps.bias")));
+  CHECK(err.find("'blk.0.ffn_down_exps.bias' is missing (a gpt-oss model") != std::string::npos);
+  err = load_error(rewrite(dir, good, drop_tensor("blk.0.post_attention_norm.weight")));
+  CHECK(err.find("'blk.0.post_attention_norm.weight' is missing") != std::string::npos);
+  err = load_error(rewrite(dir, good, drop_key("gpt-oss.attention.sliding_window")));
+  CHECK(err.find("'gpt-oss.attention.sliding_window' is missing") != std::string::npos);
+  err = load_error(rewrite(dir, good, drop_key("gpt-oss.rope.scaling.factor")));
+  CHECK(err.find("gpt-oss.rope.scaling.type = yarn needs gpt-oss.rope.scaling.factor") !=
+        std::string::npos);
+  // ffn_norm is not gpt-oss's name for the FFN's norm: an unused tensor.
+  Edit x;
+  x.extra_tensor = "blk.0.ffn_norm.weight";
+  x.extra_n = 64;
+  err = load_error(rewrite(dir, good, x));
+  CHECK(err.find("tensor 'blk.0.ffn_norm.weight' is not used by a gpt-oss model") !=
+        std::string::npos);
+  // A key gpt-oss files do not carry (a window pattern) is not ignored.
+  err = load_error(rewrite(dir, good, set_key("gpt-oss.attention.sliding_window_pattern", 3)));
+  CHECK(err.find("'gpt-oss.attention.sliding_window_pattern' is not supported") !=
+        std::string::npos);
+}

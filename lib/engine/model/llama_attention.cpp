@@ -81,14 +81,37 @@ void LlamaModel::attention_block(int il, int B) {
   detail::run_matmuls(pool_, {{&L.wo, &s.acts_a, s.ffn_out.data(), dim}});
   // Element-wise ops run per token row so each row takes the same code path
   // (vector body vs tail) whatever the batch size.
+  if (!L.bo.empty())
+    for (int t = 0; t < B; ++t) kernels::add(&s.ffn_out[size_t(t) * dim], L.bo.data(), dim);
   for (int t = 0; t < B; ++t) kernels::add(&s.x[size_t(t) * dim], &s.ffn_out[size_t(t) * dim], dim);
 }
 
-// att = softmax(q k^T * scale) v per query head, causal, over layer il's cache.
+namespace {
+
+// One head's attention with a learned sink (gpt-oss): the sink is one more
+// logit in the softmax, with no value, so it only takes probability mass
+// from the positions: softmax over [q.k_0 * scale, ..., sink], the sink's
+// share dropped. scores needs n + 1 floats.
+void attend_with_sink(const float* q, const float* keys, const float* vals, int n, int hd,
+                      float scale, float sink, float* scores, float* out) {
+  for (int j = 0; j < n; ++j) scores[j] = kernels::dot_f32(q, keys + size_t(j) * hd, hd) * scale;
+  scores[n] = sink;
+  kernels::softmax(scores, n + 1);
+  std::fill(out, out + hd, 0.0f);
+  for (int j = 0; j < n; ++j) kernels::axpy(out, scores[j], vals + size_t(j) * hd, hd);
+}
+
+}  // namespace
+
+// att = softmax(q k^T * scale) v per query head, causal, over layer il's cache;
+// a sliding-window layer sees only the last n_swa positions, and a head with
+// a sink has it in its softmax.
 void LlamaModel::attend_cached(int il, int B) {
   Impl& s = *impl_;
   const auto& c = cfg_;
   const int qd = c.q_dim(), hd = c.head_dim;
+  const auto& sinks = s.w.layers[il].sinks;
+  const int window = c.swa_layer(il) ? c.n_swa : 0;
   const int group = c.n_heads / c.n_kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   // One work item per (kv head, run of tokens): the head's keys and values
@@ -105,20 +128,33 @@ void LlamaModel::attend_cached(int il, int B) {
       const int t0 = static_cast<int>(item / c.n_kv_heads) * run;
       const int t1 = std::min(B, t0 + run);
       const int n_max = pos_ + t1;  // the run's last token sees positions 0 .. pos_ + t1 - 1
-      if (ts.scores.size() < size_t(n_max)) {
+      if (ts.keys.size() < size_t(n_max) * hd) {
         // Grow geometrically up to n_ctx: long contexts pay for what they use.
-        size_t cap = std::min<size_t>(n_ctx_, std::max<size_t>(n_max, ts.scores.size() * 2));
+        size_t cap = std::min<size_t>(n_ctx_, std::max<size_t>(n_max, ts.keys.size() / hd * 2));
         ts.keys.resize(cap * hd);
         ts.vals.resize(cap * hd);
-        ts.scores.resize(cap);
+        ts.scores.resize(cap + 1);  // + a sink
       }
-      s.kv->load_k(il, g, 0, n_max, ts.keys.data());
-      s.kv->load_v(il, g, 0, n_max, ts.vals.data());
+      // A window layer's run needs positions from its first token's window on.
+      const int lo = window > 0 ? std::max(0, pos_ + t0 - window + 1) : 0;
+      s.kv->load_k(il, g, lo, n_max - lo, ts.keys.data());
+      s.kv->load_v(il, g, lo, n_max - lo, ts.vals.data());
       for (int t = t0; t < t1; ++t) {
-        const int n = pos_ + t + 1;  // causal: positions 0 .. pos_ + t
-        for (int h = g * group; h < (g + 1) * group; ++h)
-          kernels::attend(&s.q[size_t(t) * qd + size_t(h) * hd], ts.keys.data(), ts.vals.data(), n,
-                          hd, scale, ts.scores.data(), &s.att[size_t(t) * qd + size_t(h) * hd]);
+        // Causal: positions 0 .. pos_ + t; in a window, the last n_swa of them
+        // (llama.cpp masks a position once the query is n_swa or more ahead).
+        const int p = pos_ + t;
+        const int first = window > 0 ? std::max(0, p - window + 1) : 0;
+        const int n = p + 1 - first;
+        const float* keys = ts.keys.data() + size_t(first - lo) * hd;
+        const float* vals = ts.vals.data() + size_t(first - lo) * hd;
+        for (int h = g * group; h < (g + 1) * group; ++h) {
+          const float* q = &s.q[size_t(t) * qd + size_t(h) * hd];
+          float* out = &s.att[size_t(t) * qd + size_t(h) * hd];
+          if (sinks.empty())
+            kernels::attend(q, keys, vals, n, hd, scale, ts.scores.data(), out);
+          else
+            attend_with_sink(q, keys, vals, n, hd, scale, sinks[h], ts.scores.data(), out);
+        }
       }
     }
   });

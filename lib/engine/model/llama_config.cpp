@@ -19,16 +19,18 @@ struct ArchInfo {
   bool qkv_bias;
   bool qk_norm;
   bool moe;
+  bool gpt_oss;  // sinks, sliding window, biases everywhere, swiglu_oai experts
 };
 
 // llama.cpp's rope type per architecture: NORM (adjacent pairs) for llama,
-// NEOX for the qwen family.
-constexpr std::array<ArchInfo, 5> kArchs{{
-    {Arch::llama, "llama", false, false, false, false},
-    {Arch::qwen2, "qwen2", true, true, false, false},
-    {Arch::qwen3, "qwen3", true, false, true, false},
-    {Arch::qwen3moe, "qwen3moe", true, false, true, true},
-    {Arch::deepseek2, "deepseek2", false, false, false, true},
+// NEOX for the qwen family and gpt-oss (LLM_ARCH_OPENAI_MOE).
+constexpr std::array<ArchInfo, 6> kArchs{{
+    {Arch::llama, "llama", false, false, false, false, false},
+    {Arch::qwen2, "qwen2", true, true, false, false, false},
+    {Arch::qwen3, "qwen3", true, false, true, false, false},
+    {Arch::qwen3moe, "qwen3moe", true, false, true, true, false},
+    {Arch::deepseek2, "deepseek2", false, false, false, true, false},
+    {Arch::gpt_oss, "gpt-oss", true, true, false, true, true},
 }};
 
 const ArchInfo& info(Arch a) {
@@ -78,10 +80,12 @@ constexpr std::array<std::string_view, 11> kDeepseek2Keys{"leading_dense_block_c
                                                           "expert_group_used_count",
                                                           "rope.scaling.yarn_log_multiplier"};
 
+constexpr std::array<std::string_view, 1> kGptOssKeys{"attention.sliding_window"};
+
 bool known_key(const ArchInfo& a, std::string_view suffix) {
   auto in = [&](const auto& set) { return std::find(set.begin(), set.end(), suffix) != set.end(); };
   return in(kCommonKeys) || in(kOtherKeys) || (a.moe && in(kMoeKeys)) ||
-         (a.arch == Arch::deepseek2 && in(kDeepseek2Keys));
+         (a.arch == Arch::deepseek2 && in(kDeepseek2Keys)) || (a.gpt_oss && in(kGptOssKeys));
 }
 
 struct Reader {
@@ -148,8 +152,9 @@ void check_keys(const Reader& r, const ArchInfo& a) {
           "metadata key '{}' is not supported for general.architecture = '{}': the engine does "
           "not implement what it changes (supported keys: {}.{{context_length, embedding_length, "
           "block_count, feed_forward_length, attention.*, rope.freq_base, rope.dimension_count, "
-          "rope.scaling.*{}}})",
-          k, a.name, a.name, a.moe ? ", expert_*" : ""));
+          "rope.scaling.*{}{}}})",
+          k, a.name, a.name, a.moe ? ", expert_*" : "",
+          a.gpt_oss ? ", attention.sliding_window" : ""));
   }
 }
 
@@ -259,22 +264,31 @@ void read_rope(const Reader& r, LlamaConfig& c) {
     if (!has_freqs)
       r.fail(fmt::format("{} = llama3 needs the tensor 'rope_freqs.weight', which is missing",
                          r.key("rope.scaling.type")));
-  } else if (scaling && *scaling == "yarn" && c.arch == Arch::deepseek2) {
+  } else if (scaling && *scaling == "yarn" &&
+             (c.arch == Arch::gpt_oss || c.arch == Arch::deepseek2)) {
+    // YaRN is checked against llama.cpp on these architectures only:
+    // elsewhere it stays an error until it is.
     if (!factor || !(*factor >= 1))
       r.fail(fmt::format("{} = yarn needs {} >= 1", r.key("rope.scaling.type"),
                          r.key("rope.scaling.factor")));
     c.rope_freq_scale = static_cast<float>(1.0 / *factor);
     c.rope_scaling = RopeScaling::yarn;
-    c.mla.yarn_orig_ctx = r.req_int("rope.scaling.original_context_length");
-    // llama.cpp divides the converter's value by 0.1 and multiplies by 0.1
-    // where it uses it: the file's value is what scales ln(factor).
-    if (auto m = r.opt_float("rope.scaling.yarn_log_multiplier"))
-      c.mla.yarn_log_mul = static_cast<float>(*m);
+    if (c.arch == Arch::deepseek2) {
+      c.rope_orig_ctx = r.req_int("rope.scaling.original_context_length");
+      // llama.cpp divides the converter's value by 0.1 and multiplies by 0.1
+      // where it uses it: the file's value is what scales ln(factor).
+      if (auto m = r.opt_float("rope.scaling.yarn_log_multiplier"))
+        c.mla.yarn_log_mul = static_cast<float>(*m);
+    } else {
+      // llama.cpp's fallback when the file does not say: the training context.
+      c.rope_orig_ctx = r.int_or("rope.scaling.original_context_length", c.n_ctx, 1, 1 << 30);
+    }
   } else if (scaling && *scaling != "none") {
     r.fail(fmt::format(
         "{} = '{}' is not supported (supported: none, linear, llama3 with "
         "rope_freqs.weight{})",
-        r.key("rope.scaling.type"), *scaling, c.arch == Arch::deepseek2 ? ", yarn" : ""));
+        r.key("rope.scaling.type"), *scaling,
+        c.arch == Arch::deepseek2 || c.arch == Arch::gpt_oss ? ", yarn" : ""));
   } else if (!scaling && factor && *factor > 1 && !has_freqs) {
     // Older converters wrote only the factor, meaning linear scaling.
     c.rope_freq_scale = static_cast<float>(1.0 / *factor);
@@ -284,11 +298,10 @@ void read_rope(const Reader& r, LlamaConfig& c) {
   // converter computes them from rope_scaling in config.json, and writes no
   // scaling type): their presence decides.
   if (has_freqs) {
-    if (c.rope_scaling == RopeScaling::linear)
-      r.fail(
-          fmt::format("{} = linear and a rope_freqs.weight tensor: only one rope scaling can "
-                      "apply",
-                      r.key("rope.scaling.type")));
+    if (c.rope_scaling == RopeScaling::linear || c.rope_scaling == RopeScaling::yarn)
+      r.fail(fmt::format("{} = {} and a rope_freqs.weight tensor: only one rope scaling can apply",
+                         r.key("rope.scaling.type"),
+                         c.rope_scaling == RopeScaling::yarn ? "yarn" : "linear"));
     c.rope_scaling = RopeScaling::llama3;
   }
 }
@@ -302,6 +315,19 @@ void read_moe(const Reader& r, const ArchInfo& a, LlamaConfig& c) {
   c.expert_weights_norm = a.arch == Arch::qwen3moe;
   if (auto v = r.f.get_bool(r.key("expert_weights_norm"))) c.expert_weights_norm = *v;
   if (a.arch == Arch::deepseek2) read_deepseek2_moe(r, c);
+  if (!a.gpt_oss) return;
+  // llama.cpp's LLM_ARCH_OPENAI_MOE: the top k router logits, softmaxed
+  // (LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX_WEIGHT), no renormalisation.
+  c.moe_gating = MoeGating::topk_softmax;
+  c.expert_glu = GluKind::swiglu_oai;
+  c.moe_biases = true;
+}
+
+void read_gpt_oss(const Reader& r, const ArchInfo& a, LlamaConfig& c) {
+  if (!a.gpt_oss) return;
+  c.attn_out_bias = true;
+  c.attn_sinks = true;
+  c.n_swa = r.req_int("attention.sliding_window");
 }
 
 void read_vocab(const Reader& r, LlamaConfig& c) {
@@ -357,6 +383,7 @@ LlamaConfig read_llama_config(const gguf::File& f) {
   }
   read_rope(r, c);
   read_moe(r, a, c);
+  read_gpt_oss(r, a, c);
   read_vocab(r, c);
   return c;
 }

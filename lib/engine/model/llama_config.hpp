@@ -14,11 +14,11 @@ class File;
 }
 
 // The architectures the engine runs, by their general.architecture name.
-enum class Arch { llama, qwen2, qwen3, qwen3moe, deepseek2 };
+enum class Arch { llama, qwen2, qwen3, qwen3moe, deepseek2, gpt_oss };
 
 const char* arch_name(Arch a);
 std::optional<Arch> arch_from_name(std::string_view name);
-// "llama, qwen2, qwen3, qwen3moe": for error messages.
+// "llama, qwen2, qwen3, qwen3moe, gpt-oss": for error messages.
 std::string supported_arch_names();
 
 // How rope angles are stretched for long contexts.
@@ -26,7 +26,7 @@ enum class RopeScaling {
   none,
   linear,  // theta *= freq_scale
   llama3,  // theta /= rope_freqs.weight[i] (Llama 3.1+: the file carries the factors)
-  yarn,    // deepseek2: ggml's YaRN ramp between interpolated and extrapolated angles
+  yarn,    // YaRN: interpolated low frequencies, extrapolated high ones, scaled magnitude
 };
 
 // deepseek2's multi-head latent attention (all 0 elsewhere). Q comes from
@@ -40,14 +40,23 @@ struct MlaConfig {
   int qk_nope = 0;          // head_dim - n_rot
   int v_head_dim = 0;       // value_length(_mla)
   bool split_kv_b = false;  // attn_k_b / attn_v_b instead of attn_kv_b
-  // YaRN (rope.scaling.type = yarn): original context, and the multiplier of
-  // ln(factor) in the attention scale's mscale.
-  int yarn_orig_ctx = 0;
+  // YaRN (rope.scaling.type = yarn): the multiplier of ln(factor) in the
+  // attention scale's mscale (the original context is rope_orig_ctx).
   float yarn_log_mul = 0.0f;
 };
 
 // How router logits become expert probabilities.
 enum class ExpertGating { softmax, sigmoid };
+
+// How a MoE router's logits become the k experts and their weights.
+enum class MoeGating {
+  softmax_topk,  // softmax over every expert, then the top k probabilities (qwen3moe)
+  topk_softmax,  // the top k logits, then a softmax over those k (gpt-oss)
+};
+
+// The gated activation of an expert: silu(gate) * up, or gpt-oss's
+// clamped variant (ggml's swiglu_oai).
+enum class GluKind { swiglu, swiglu_oai };
 
 // What one layer's feed-forward block is: a dense SwiGLU, or a router over
 // experts (each a SwiGLU of expert_ffn_dim) of which n_expert_used run per token.
@@ -76,6 +85,20 @@ struct LlamaConfig {
   bool rope_neox = false;
   bool attn_qkv_bias = false;  // qwen2: attn_{q,k,v}.bias
   bool attn_qk_norm = false;   // qwen3: attn_{q,k}_norm, an RMS norm per head before rope
+  // gpt-oss: attn_output.bias, attn_sinks (a learned logit per head in the
+  // softmax denominator), post_attention_norm as the FFN's input norm, and
+  // biases on the router and every expert matrix.
+  bool attn_out_bias = false;
+  bool attn_sinks = false;
+  bool moe_biases = false;
+  // <arch>.attention.sliding_window: layers for which swa_layer() holds attend
+  // to the last n_swa positions only (0: every layer attends to all).
+  int n_swa = 0;
+  // YaRN (RopeScaling::yarn): <arch>.rope.scaling.original_context_length,
+  // and llama.cpp's defaults for the parameters GGUF files do not carry.
+  int rope_orig_ctx = 0;
+  float yarn_ext_factor = 1.0f, yarn_attn_factor = 1.0f;
+  float yarn_beta_fast = 32.0f, yarn_beta_slow = 1.0f;
 
   // Mixture of experts (0 when dense).
   int n_expert = 0;                  // <arch>.expert_count
@@ -91,6 +114,8 @@ struct LlamaConfig {
   ExpertGating expert_gating = ExpertGating::softmax;
   int n_expert_groups = 0, n_group_used = 0;
   MlaConfig mla;
+  MoeGating moe_gating = MoeGating::softmax_topk;
+  GluKind expert_glu = GluKind::swiglu;
 
   std::string name;  // general.name
 
@@ -102,6 +127,9 @@ struct LlamaConfig {
   FfnKind ffn_kind(int il) const {
     return n_expert > 0 && il >= n_dense_lead ? FfnKind::moe : FfnKind::dense;
   }
+  // Whether layer il attends through the sliding window: llama.cpp's pattern
+  // for gpt-oss (period 2), the even layers.
+  bool swa_layer(int il) const { return n_swa > 0 && il % 2 == 0; }
 };
 
 // Reads and checks the metadata; throws std::runtime_error naming the file,

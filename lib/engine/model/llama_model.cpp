@@ -142,12 +142,15 @@ void LlamaModel::setup_moe(int experts_per_token) {
   if (experts_per_token > 0) cfg_.n_expert_used = experts_per_token;
   if (cfg_.n_expert == 0) return;
   auto& s = impl_->moe_shape;
-  s = {cfg_.dim,
-       cfg_.n_expert,
-       cfg_.n_expert_used,
-       cfg_.expert_ffn_dim,
-       cfg_.expert_weights_norm,
-       cfg_.expert_weights_scale};
+  s = MoeShape{};
+  s.dim = cfg_.dim;
+  s.n_expert = cfg_.n_expert;
+  s.n_used = cfg_.n_expert_used;
+  s.expert_ffn = cfg_.expert_ffn_dim;
+  s.norm_weights = cfg_.expert_weights_norm;
+  s.weights_scale = cfg_.expert_weights_scale;
+  s.gating = cfg_.moe_gating;
+  s.glu = cfg_.expert_glu;
   s.sigmoid = cfg_.expert_gating == ExpertGating::sigmoid;
   s.n_groups = cfg_.n_expert_groups;
   s.n_group_used = cfg_.n_group_used;

@@ -107,8 +107,14 @@ struct Binder {
 
   // A small 1-D tensor (norm weights, biases, rope factors), dequantized.
   std::vector<float> vec(const std::string& name, int64_t n, const char* what, uint64_t& bytes) {
+    return vec2(name, n, 1, what, bytes);
+  }
+  // A small 2-D tensor (one bias row per expert), dequantized, row-major.
+  std::vector<float> vec2(const std::string& name, int64_t ne0, int64_t ne1, const char* what,
+                          uint64_t& bytes) {
+    const int64_t n = ne0 * ne1;
     const auto& t = find(name);
-    check_shape(t, n, 1, what);
+    check_shape(t, ne0, ne1, what);
     if (t.type != GgmlType::F32 && t.type != GgmlType::F16 && t.type != GgmlType::BF16)
       fail(fmt::format("tensor '{}': must be f32, f16 or bf16, found {}", name,
                        traits(t.type).name));
@@ -140,6 +146,10 @@ struct Binder {
     std::string s = "attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm";
     if (c.attn_qkv_bias) s += ", attn_q.bias, attn_k.bias, attn_v.bias";
     if (c.attn_qk_norm) s += ", attn_q_norm, attn_k_norm";
+    if (c.attn_out_bias) s += ", attn_output.bias";
+    if (c.attn_sinks) s += ", attn_sinks";
+    if (c.arch == Arch::gpt_oss) s += ", post_attention_norm (not ffn_norm)";
+    if (c.moe_biases) s += ", ffn_gate_inp.bias, ffn_{gate,up,down}_exps.bias";
     s +=
         c.n_expert > 0 ? ", ffn_gate_inp, ffn_{gate,up,down}_exps" : ", ffn_gate, ffn_up, ffn_down";
     return s;
@@ -217,12 +227,29 @@ void bind_attention(Binder& b, int i, LayerWeights& l, uint64_t& nb) {
     l.q_norm = b.vec(n("attn_q_norm"), c.head_dim, "key_length", nb);
     l.k_norm = b.vec(n("attn_k_norm"), c.head_dim, "key_length", nb);
   }
+  if (c.attn_out_bias) l.bo = b.vec(n("attn_output", "bias"), c.dim, "embedding_length", nb);
+  if (c.attn_sinks) {
+    l.sinks = b.vec(n("attn_sinks"), c.n_heads, "head_count", nb);
+    for (float v : l.sinks)
+      if (std::isnan(v)) b.fail(fmt::format("tensor '{}': a sink is NaN", n("attn_sinks")));
+  }
+}
+
+void bind_moe_biases(Binder& b, int i, MoeLayerWeights& m, uint64_t& nb) {
+  const LlamaConfig& c = b.cfg;
+  auto n = [i](const char* s) { return fmt::format("blk.{}.{}.bias", i, s); };
+  const int ne = c.n_expert, F = c.expert_ffn_dim;
+  m.router_b = b.vec(n("ffn_gate_inp"), ne, "expert_count", nb);
+  m.gate_b = b.vec2(n("ffn_gate_exps"), F, ne, "expert_feed_forward_length x expert_count", nb);
+  m.up_b = b.vec2(n("ffn_up_exps"), F, ne, "expert_feed_forward_length x expert_count", nb);
+  m.down_b = b.vec2(n("ffn_down_exps"), c.dim, ne, "embedding_length x expert_count", nb);
 }
 
 void bind_ffn(Binder& b, int i, LayerWeights& l, uint64_t& nb) {
   const LlamaConfig& c = b.cfg;
   auto n = [i](const char* s) { return fmt::format("blk.{}.{}.weight", i, s); };
-  l.ffn_norm = b.norm(n("ffn_norm"), nb);
+  // gpt-oss names the FFN's input norm after the attention block it follows.
+  l.ffn_norm = b.norm(n(c.arch == Arch::gpt_oss ? "post_attention_norm" : "ffn_norm"), nb);
   l.ffn_kind = c.ffn_kind(i);
   if (l.ffn_kind == FfnKind::moe) {
     const int ne = c.n_expert, F = c.expert_ffn_dim;
@@ -234,6 +261,7 @@ void bind_ffn(Binder& b, int i, LayerWeights& l, uint64_t& nb) {
                           "embedding_length x expert_feed_forward_length x expert_count");
     m.down_exps = b.stacked(n("ffn_down_exps"), F, c.dim, ne,
                             "expert_feed_forward_length x embedding_length x expert_count");
+    if (c.moe_biases) bind_moe_biases(b, i, m, nb);
     if (c.arch != Arch::deepseek2) return;
     const std::string bias = fmt::format("blk.{}.exp_probs_b.bias", i);
     if (b.f.tensor(bias)) m.probs_bias = b.vec(bias, ne, "expert_count", nb);

@@ -46,6 +46,9 @@ struct MoeLayerWeights {
   // bias added to the probabilities for selection only (empty when absent).
   Mat gate_shexp = {}, up_shexp = {}, down_shexp = {};
   std::vector<float> probs_bias = {};
+  // gpt-oss's biases (empty when absent): router_b n_expert, gate_b and up_b
+  // n_expert * expert_ffn, down_b n_expert * dim, expert-major.
+  std::vector<float> router_b = {}, gate_b = {}, up_b = {}, down_b = {};
 };
 
 // deepseek2's latent attention tensors (MlaConfig); unused Mats stay empty.
@@ -64,6 +67,8 @@ struct LayerWeights {
   Mat wq, wk, wv, wo;
   std::vector<float> bq, bk, bv;      // attn_{q,k,v}.bias (qwen2); empty when absent
   std::vector<float> q_norm, k_norm;  // attn_{q,k}_norm, head_dim each (qwen3); empty when absent
+  std::vector<float> bo;              // attn_output.bias, dim (gpt-oss); empty when absent
+  std::vector<float> sinks;           // attn_sinks, one logit per head (gpt-oss); empty when absent
   FfnKind ffn_kind = FfnKind::dense;
   Mat w_gate, w_up, w_down;  // FfnKind::dense
   MoeLayerWeights moe;       // FfnKind::moe

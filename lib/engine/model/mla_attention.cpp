@@ -24,7 +24,7 @@ struct YarnRamp {
   YarnRamp() = default;
   explicit YarnRamp(const LlamaConfig& c) {
     auto corr = [&](float n_rot) {
-      return c.n_rot * std::log(c.mla.yarn_orig_ctx / (n_rot * 2.0f * float(M_PI))) /
+      return c.n_rot * std::log(c.rope_orig_ctx / (n_rot * 2.0f * float(M_PI))) /
              (2.0f * std::log(c.rope_freq_base));
     };
     low = std::max(0.0f, std::floor(corr(32.0f)));

@@ -86,9 +86,26 @@ void check_moe_weights(const MoeLayerWeights& w, const MoeShape& s) {
   check_rows(w.gate_exps, ne * s.expert_ffn, s.dim, "expert_count * expert_feed_forward_length");
   check_rows(w.up_exps, ne * s.expert_ffn, s.dim, "expert_count * expert_feed_forward_length");
   check_rows(w.down_exps, ne * s.dim, s.expert_ffn, "expert_count * embedding_length");
+  auto check_bias = [&](const std::vector<float>& b, int64_t n, const char* what) {
+    if (!b.empty() && static_cast<int64_t>(b.size()) != n)
+      throw std::runtime_error(fmt::format("{} bias of {} values, expected {}", what, b.size(), n));
+  };
+  check_bias(w.router_b, ne, "router");
+  check_bias(w.gate_b, ne * s.expert_ffn, "expert gate");
+  check_bias(w.up_b, ne * s.expert_ffn, "expert up");
+  check_bias(w.down_b, ne * s.dim, "expert down");
   check_panels(w.gate_exps, s.expert_ffn);
   check_panels(w.up_exps, s.expert_ffn);
   check_panels(w.down_exps, s.dim);
+}
+
+void swiglu_oai(float* gate_inout, const float* up, int64_t n) {
+  constexpr float kAlpha = 1.702f, kLimit = 7.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = std::min(gate_inout[i], kLimit);
+    const float y = std::clamp(up[i], -kLimit, kLimit);
+    gate_inout[i] = x / (1.0f + std::exp(kAlpha * -x)) * (y + 1.0f);
+  }
 }
 
 namespace {
@@ -130,9 +147,11 @@ void route_tokens(const float* logits, int B, const MoeShape& s, int32_t* expert
   std::vector<char> taken(ne);
   for (int t = 0; t < B; ++t) {
     std::copy_n(logits + size_t(t) * ne, ne, probs.begin());
+    // softmax is monotonic: selecting on logits or on probabilities picks
+    // the same experts; only the weights differ.
     if (s.sigmoid) {
       for (float& p : probs) p = 1.0f / (1.0f + kernels::exp_f32(-p));
-    } else {
+    } else if (s.gating == MoeGating::softmax_topk) {
       kernels::softmax(probs.data(), ne);
     }
     sel = probs;
@@ -152,6 +171,7 @@ void route_tokens(const float* logits, int B, const MoeShape& s, int32_t* expert
       ex[r] = best;
       wt[r] = probs[best];
     }
+    if (s.gating == MoeGating::topk_softmax) kernels::softmax(wt, k);
     if (s.norm_weights) {
       float sum = 0;
       for (int r = 0; r < k; ++r) sum += wt[r];
@@ -191,6 +211,9 @@ void MoeFfn::run_router(const MoeLayerWeights& w, const MoeShape& s, const float
   logits_.resize(size_t(B) * s.n_expert);
   kernels::prepare_acts(w.router.type, xn, B, s.dim, router_acts_);
   run_jobs(pool, {{w.router, &router_acts_, logits_.data(), s.n_expert}});
+  if (!w.router_b.empty())
+    for (int t = 0; t < B; ++t)
+      kernels::add(&logits_[size_t(t) * s.n_expert], w.router_b.data(), s.n_expert);
   experts_.resize(size_t(B) * s.n_used);
   weights_.resize(size_t(B) * s.n_used);
   route_tokens(logits_.data(), B, s, experts_.data(), weights_.data(),
@@ -251,8 +274,18 @@ void MoeFfn::run_experts(const MoeLayerWeights& w, const MoeShape& s, const floa
   pool.parallel_for(A, 1, [&](int64_t b, int64_t e, int) {
     for (int64_t i = b; i < e; ++i) {
       const auto& a = active_[i];
-      for (int p = a.p0; p < a.p1; ++p)
-        kernels::silu_mul(&hg_[size_t(p) * F], &hu_[size_t(p) * F], F);
+      for (int p = a.p0; p < a.p1; ++p) {
+        float* g = &hg_[size_t(p) * F];
+        float* u = &hu_[size_t(p) * F];
+        if (!w.gate_b.empty()) {
+          kernels::add(g, &w.gate_b[size_t(a.expert) * F], F);
+          kernels::add(u, &w.up_b[size_t(a.expert) * F], F);
+        }
+        if (s.glu == GluKind::swiglu_oai)
+          swiglu_oai(g, u, F);
+        else
+          kernels::silu_mul(g, u, F);
+      }
       kernels::prepare_acts(w.down_exps.type, &hg_[size_t(a.p0) * F], a.p1 - a.p0, F, hid_acts_[i]);
     }
   });
@@ -263,6 +296,9 @@ void MoeFfn::run_experts(const MoeLayerWeights& w, const MoeShape& s, const floa
         {expert_view(w.down_exps, a.expert, dim), &hid_acts_[i], &yd_[size_t(a.p0) * dim], dim});
   }
   run_jobs(pool, jobs);
+  if (!w.down_b.empty())
+    for (int p = 0; p < P; ++p)
+      kernels::add(&yd_[size_t(p) * dim], &w.down_b[size_t(pair_expert_[p]) * dim], dim);
 }
 
 // out[t] = w0 * y0 + w1 * y1 + ... by rank, each product rounded before it

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "engine/kernels/kernels.hpp"
+#include "engine/model/llama_config.hpp"
 #include "engine/model/llama_weights.hpp"
 
 namespace epyctune::engine {
@@ -36,6 +37,9 @@ struct MoeShape {
   // Multiply the weights by this after normalising, unless it is 0 or 1
   // (llama.cpp's expert_weights_scale, which treats 0 as unset).
   float weights_scale = 0.0f;
+  // gpt-oss: the top k logits then a softmax over them, and swiglu_oai.
+  MoeGating gating = MoeGating::softmax_topk;
+  GluKind glu = GluKind::swiglu;
   // deepseek2 (V3): sigmoid probabilities instead of softmax, and
   // group-limited routing: experts form n_groups equal groups, a group scores
   // the sum of its two best (biased) probabilities, and only the best
@@ -43,6 +47,10 @@ struct MoeShape {
   bool sigmoid = false;
   int n_groups = 0, n_group_used = 0;
 };
+
+// ggml's swiglu_oai with gpt-oss's constants (alpha 1.702, limit 7), in
+// place: g = min(g, 7), u = clamp(u, -7, 7), gate = g * sigmoid(1.702 g) * (u + 1).
+void swiglu_oai(float* gate_inout, const float* up, int64_t n);
 
 // Throws std::runtime_error naming the layer's tensor whose shape or layout
 // does not fit s (a packed16 expert tensor needs expert_ffn and dim to be
@@ -52,9 +60,10 @@ void check_moe_weights(const MoeLayerWeights& w, const MoeShape& s);
 // Routing of B tokens from their router logits (B rows of n_expert):
 // experts[t * n_used + r] is token t's rank-r expert (highest probability
 // first; equal probabilities go to the lower expert index), weights[...] its
-// weight. Pure and deterministic: the unit tests' oracle for selection.
-// bias (n_expert floats, deepseek2's exp_probs_b) is added to the
-// probabilities for choosing experts only; the weights stay unbiased.
+// weight (per s.gating: its probability over all experts, or its softmax
+// over the k selected ones). Pure and deterministic: the unit tests' oracle
+// for selection. bias (n_expert floats, deepseek2's exp_probs_b) is added to
+// the probabilities for choosing experts only; the weights stay unbiased.
 void route_tokens(const float* logits, int B, const MoeShape& s, int32_t* experts, float* weights,
                   const float* bias = nullptr);
 

@@ -23,6 +23,10 @@ class RopeTable {
   bool neox_;
   double base_, scale_;
   std::vector<float> freqs_;
+  // YaRN (RopeScaling::yarn): the pair indices between which interpolation
+  // ramps into extrapolation, the mix factor and the magnitude scale.
+  bool yarn_ = false;
+  float corr_low_ = 0, corr_high_ = 0, ext_factor_ = 0, mscale_ = 1;
   int pos_ = -1;
   std::vector<float> cs_;  // cos, sin pairs for pos_
 };

@@ -57,7 +57,7 @@ uint32_t file_type_of(std::string_view quant) {
   if (quant == "q5_1") return 9;
   if (quant == "q5_k") return 16;  // MOSTLY_Q5_K_S: all Q5_K
   if (quant == "q5_k_m") return 17;
-  if (quant == "mxfp4") return 38;
+  if (quant == "mxfp4" || quant == "mxfp4_moe") return 38;
   if (quant == "q6_k") return 18;
   if (quant == "bf16") return 32;
   return 0;
@@ -94,6 +94,13 @@ bool real_preset(std::string_view name, ModelShape& s) {
     s.dim = 2048, s.layers = 48, s.heads = 32, s.kv_heads = 4, s.head_dim_override = 128;
     s.ffn = 6144, s.experts = 128, s.experts_used = 8, s.expert_ffn = 768, s.vocab = 151936;
     s.ctx = 40960, s.rope_base = 1000000.0f, s.norm_eps = 1e-6f;
+  } else if (name == "gpt-oss-20b" || name == "gpt-oss-120b") {
+    const bool big = name == "gpt-oss-120b";
+    s.arch = "gpt-oss";
+    s.dim = 2880, s.layers = big ? 36 : 24, s.heads = 64, s.kv_heads = 8, s.head_dim_override = 64;
+    s.ffn = 2880, s.experts = big ? 128 : 32, s.experts_used = 4, s.expert_ffn = 2880;
+    s.vocab = 201088, s.ctx = 131072, s.rope_base = 150000.0f, s.swa = 128;
+    s.rope_factor = 32.0f, s.rope_orig_ctx = 4096;
   } else {
     return false;
   }
@@ -118,7 +125,8 @@ ModelShape preset(std::string_view name) {
   } else if (!real_preset(name, s) && !deepseek2_preset(name, s)) {
     throw std::invalid_argument(fmt::format(
         "unknown shape preset '{}' (tiny, 1b, 7b, llama3.1-8b, llama3.2-1b, qwen2.5-7b, "
-        "qwen2.5-0.5b, qwen3-8b, qwen3-0.6b, qwen3-30b-a3b, deepseek-v2-lite, deepseek-v3)",
+        "qwen2.5-0.5b, qwen3-8b, qwen3-0.6b, qwen3-30b-a3b, deepseek-v2-lite, deepseek-v3, "
+        "gpt-oss-20b, gpt-oss-120b)",
         name));
   }
   return s;
@@ -152,6 +160,14 @@ void write_hparams(gguf::Writer& w, const ModelShape& s, const WriteOptions& opt
     w.set_u32(a + "expert_feed_forward_length", s.expert_ffn);
   }
   if (s.arch == "deepseek2") write_deepseek2_hparams(w, s);
+  if (s.arch == "gpt-oss") {
+    w.set_u32(a + "attention.sliding_window", s.swa);
+    if (s.rope_factor > 0) {
+      w.set_string(a + "rope.scaling.type", "yarn");
+      w.set_f32(a + "rope.scaling.factor", s.rope_factor);
+      w.set_u32(a + "rope.scaling.original_context_length", s.rope_orig_ctx);
+    }
+  }
 }
 
 }  // namespace
@@ -163,6 +179,8 @@ uint64_t ModelShape::n_params() const {
   per_layer +=
       experts > 0 ? uint64_t(experts) * (d * uint64_t(expert_ffn) * 3 + d) : d * uint64_t(ffn) * 3;
   if (arch == "qwen2") per_layer += q + 2 * kv;
+  if (arch == "gpt-oss")  // biases, sinks, the router's and the experts' biases
+    per_layer += q + 2 * kv + d + heads + uint64_t(experts) * (2 * uint64_t(expert_ffn) + d + 1);
   if (arch == "qwen3" || arch == "qwen3moe") per_layer += 2 * uint64_t(head_dim());
   return uint64_t(vocab) * d * (tied_output ? 1 : 2) + d + per_layer * layers;
 }
@@ -202,20 +220,25 @@ void validate_shape(const ModelShape& s) {
                       {"ctx", s.ctx}})
     if (v <= 0) bad(fmt::format("{} = {} must be > 0", k, v));
   if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "qwen3moe" &&
-      s.arch != "deepseek2")
+      s.arch != "deepseek2" && s.arch != "gpt-oss")
     bad(fmt::format(
-        "arch '{}' is not one mkmodel writes (llama, qwen2, qwen3, qwen3moe, deepseek2)", s.arch));
-  if ((s.arch == "qwen3moe" || s.arch == "deepseek2") != (s.experts > 0))
+        "arch '{}' is not one mkmodel writes (llama, qwen2, qwen3, qwen3moe, deepseek2, gpt-oss)",
+        s.arch));
+  if ((s.arch == "qwen3moe" || s.arch == "deepseek2" || s.arch == "gpt-oss") != (s.experts > 0))
     bad(fmt::format(
-        "experts = {}: qwen3moe and deepseek2 need experts > 0, other architectures are dense",
+        "experts = {}: qwen3moe, deepseek2 and gpt-oss need experts > 0, other architectures "
+        "are dense",
         s.experts));
   if (s.arch == "deepseek2") validate_deepseek2(s);
+  if ((s.arch == "gpt-oss") != (s.swa > 0))
+    bad(fmt::format("swa = {}: gpt-oss needs a sliding window > 0, other architectures have none",
+                    s.swa));
   if (s.experts > 0 && (s.experts_used < 1 || s.experts_used > s.experts))
     bad(fmt::format("experts_used = {} must be in [1, experts = {}]", s.experts_used, s.experts));
   if (s.experts > 0 && (s.expert_ffn <= 0 || s.expert_ffn % 32))
     bad(fmt::format("expert_ffn = {} must be a positive multiple of 32", s.expert_ffn));
-  if (s.rope_factor > 0 && s.arch != "llama")
-    bad(fmt::format("rope_factor (Llama 3.1's rope_freqs) is a llama feature, not {}'s", s.arch));
+  if (s.rope_factor > 0 && s.arch != "llama" && s.arch != "gpt-oss")
+    bad(fmt::format("rope_factor (Llama 3.1's rope_freqs, gpt-oss's YaRN) is not {}'s", s.arch));
   if (s.head_dim_override <= 0 && s.dim % s.heads)
     bad(fmt::format("dim {} is not a multiple of heads {} (or set head_dim)", s.dim, s.heads));
   if (s.heads % s.kv_heads)
@@ -284,15 +307,20 @@ ModelShape parse_shape(std::string_view spec) {
       s.expert_ffn = v;
     else if (key == "rope_orig_ctx")
       s.rope_orig_ctx = v;
+    else if (key == "swa")
+      s.swa = v;
     else
       throw std::invalid_argument(fmt::format(
           "shape: unknown key '{}' (dim, layers, heads, kv_heads, ffn, vocab, ctx, head_dim, "
-          "experts, experts_used, expert_ffn, rope_base, rope_factor, rope_orig_ctx, eps, tied, "
-          "arch, and deepseek2's {})",
+          "experts, experts_used, expert_ffn, rope_base, rope_factor, rope_orig_ctx, swa, eps, "
+          "tied, arch, and deepseek2's {})",
           key, deepseek2_key_names()));
   }
   // deepseek2's heads all read the one latent (its head_count_kv is written apart).
   if (!kv_set || s.arch == "deepseek2") s.kv_heads = s.heads;
+  if (s.arch == "gpt-oss" && s.experts == 0)  // "tiny,arch=gpt-oss": a small router
+    s.experts = 4, s.experts_used = 2, s.expert_ffn = s.ffn;
+  if (s.arch == "gpt-oss" && s.swa == 0) s.swa = 16;
   validate_shape(s);
   return s;
 }
@@ -300,10 +328,12 @@ ModelShape parse_shape(std::string_view spec) {
 GgmlType tensor_type_for(std::string_view quant, std::string_view name, int64_t ne0, int n_layers) {
   // Vectors stay f32, as llama.cpp's quantizer leaves them.
   if (ends_with(name, "_norm.weight") || ends_with(name, ".bias") || name == "rope_freqs.weight" ||
-      ends_with(name, "ffn_gate_inp.weight"))
+      ends_with(name, "ffn_gate_inp.weight") || ends_with(name, "attn_sinks.weight"))
     return GgmlType::F32;
   GgmlType t;
-  if (quant == "q4_k_m" || quant == "q5_k_m") {
+  if (quant == "mxfp4_moe") {
+    t = ends_with(name, "_exps.weight") ? GgmlType::MXFP4 : GgmlType::Q8_0;
+  } else if (quant == "q4_k_m" || quant == "q5_k_m") {
     t = quant == "q4_k_m" ? GgmlType::Q4_K : GgmlType::Q5_K;
     // llama.cpp's Q4_K_M (Q5_K_M alike): Q6_K for the output head, and for attn_v / ffn_down
     // of the first and last eighth of the layers and every third in between.
@@ -342,6 +372,8 @@ TensorFiller seeded_filler(uint64_t seed, const ModelShape& shape) {
         }
         float std_dev = 1.0f / std::sqrt(static_cast<float>(ne0));
         if (qk_norm || ends_with(name, ".bias")) std_dev = qk_norm ? 0.5f : 1.0f;
+        // Sinks as large as the attention scores they compete with.
+        if (ends_with(name, "attn_sinks.weight")) std_dev = 2.0f;
         if (name == "token_embd.weight") std_dev = tied ? 3.0f * std_dev : 1.0f;
         if (name == "output.weight") std_dev *= 3.0f;
         // A decisive router: the top experts' probabilities stand apart, so
@@ -407,7 +439,8 @@ void write_model(const std::filesystem::path& path, const ModelShape& shape,
   add("token_embd.weight", d, s.vocab);
   add("output_norm.weight", d, 1);
   if (!s.tied_output) add("output.weight", d, s.vocab);
-  if (s.rope_factor > 0) add("rope_freqs.weight", s.head_dim() / 2, 1);
+  if (s.rope_factor > 0 && s.arch == "llama") add("rope_freqs.weight", s.head_dim() / 2, 1);
+  const bool oss = s.arch == "gpt-oss";
   for (int i = 0; i < s.layers; ++i) {
     if (s.arch == "deepseek2") {
       deepseek2_layer_tensors(s, i, add3);
@@ -419,7 +452,7 @@ void write_model(const std::filesystem::path& path, const ModelShape& shape,
     add(n("attn_q"), d, q);
     add(n("attn_k"), d, kv);
     add(n("attn_v"), d, kv);
-    if (s.arch == "qwen2") {
+    if (s.arch == "qwen2" || oss) {
       add(bias("attn_q"), q, 1);
       add(bias("attn_k"), kv, 1);
       add(bias("attn_v"), kv, 1);
@@ -429,13 +462,23 @@ void write_model(const std::filesystem::path& path, const ModelShape& shape,
       add(n("attn_k_norm"), s.head_dim(), 1);
     }
     add(n("attn_output"), q, d);
-    add(n("ffn_norm"), d, 1);
+    if (oss) {
+      add(bias("attn_output"), d, 1);
+      add(n("attn_sinks"), s.heads, 1);
+    }
+    add(n(oss ? "post_attention_norm" : "ffn_norm"), d, 1);
     if (s.experts > 0) {
       const int64_t e = s.experts, fe = s.expert_ffn;
       add(n("ffn_gate_inp"), d, e);
       add3(n("ffn_gate_exps"), d, fe, e);
       add3(n("ffn_up_exps"), d, fe, e);
       add3(n("ffn_down_exps"), fe, d, e);
+      if (oss) {
+        add(bias("ffn_gate_inp"), e, 1);
+        add(bias("ffn_gate_exps"), fe, e);
+        add(bias("ffn_up_exps"), fe, e);
+        add(bias("ffn_down_exps"), d, e);
+      }
       continue;
     }
     add(n("ffn_gate"), d, f);

@@ -52,6 +52,9 @@ struct ModelShape {
     float yarn_log_mul = 0.0f;
     bool legacy_kv_b = false;  // one attn_kv_b instead of attn_k_b + attn_v_b
   } ds;
+  // gpt-oss: attention.sliding_window (the even layers attend to the last
+  // swa positions); its rope_factor / rope_orig_ctx are YaRN's.
+  int swa = 0;
 
   int head_dim() const { return head_dim_override > 0 ? head_dim_override : dim / heads; }
   int q_dim() const { return heads * head_dim(); }
@@ -73,9 +76,11 @@ std::vector<float> llama3_rope_freqs(const ModelShape& s);
 // "qwen3-30b-a3b" (qwen3moe: 128 experts of which 8 run, expert FFN 768),
 // "deepseek-v2-lite" and "deepseek-v3" (deepseek2; their own keys:
 // mkmodel_deepseek2.cpp);
+// "gpt-oss-20b" / "gpt-oss-120b" (gpt-oss: 24 / 36 layers, 32 / 128 experts
+// of which 4 run, sliding window 128, YaRN x32 over 4096);
 // or key=value items "dim=..,layers=..,heads=..,kv_heads=..,ffn=..,vocab=..,
 // ctx=..,head_dim=..,experts=..,experts_used=..,expert_ffn=..,rope_base=..,
-// rope_factor=..,rope_orig_ctx=..,eps=..,tied=..,arch=.."
+// rope_factor=..,rope_orig_ctx=..,swa=..,eps=..,tied=..,arch=.."
 // after an optional preset ("qwen2.5-7b,layers=2,vocab=8192"; without one,
 // unset keys take tiny's values and kv_heads defaults to heads). Throws
 // std::invalid_argument naming the bad key or inconsistency.
@@ -97,8 +102,9 @@ using TensorFiller = std::function<void(std::string_view name, int64_t ne0, int6
 struct WriteOptions {
   // Weight type: "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k", or
   // "q4_k_m" (Q4_K, with Q6_K for output, ffn_down and attn_v as llama.cpp's
-  // Q4_K_M mix). A tensor whose rows do not divide the block falls back to
-  // q8_0 (rows of 32), else f16.
+  // Q4_K_M mix), or "mxfp4_moe" (MXFP4 experts, Q8_0 for the other
+  // matrices, as the released gpt-oss files). A tensor whose rows do not divide the block falls
+  // back to q8_0 (rows of 32), else f16.
   std::string quant = "q4_0";
   uint64_t seed = 1;
   VocabSource vocab;
