@@ -97,7 +97,7 @@ TEST_CASE("deepseek2: the metadata becomes the latent attention and DeepSeek rou
   CHECK(c.n_expert_shared == 2);
   CHECK(c.expert_gating == ExpertGating::softmax);
   CHECK(c.rope_scaling == RopeScaling::yarn);
-  CHECK(c.mla.yarn_orig_ctx == 4096);
+  CHECK(c.rope_orig_ctx == 4096);
   auto v3 = LlamaModel::load(write(dir, "v3", kV3, "q8_0"), pool);
   const auto& d = v3->config();
   CHECK(d.mla.q_lora_rank == 96);
