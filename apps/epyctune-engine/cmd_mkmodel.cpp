@@ -58,6 +58,7 @@ int write_with_margins(const MkmodelArgs& a, const eng::ModelShape& shape, eng::
       {"min_relative_gap", r.min_relative_gap()},
       {"min_router_gap",
        std::isinf(r.min_router_gap) ? nlohmann::json(nullptr) : nlohmann::json(r.min_router_gap)},
+      {"planted_router_gap", r.planted_router_gap},
       {"rounds", r.rounds},
       {"rows_changed", r.rows_changed},
       {"reached", r.reached}};
@@ -67,9 +68,10 @@ int write_with_margins(const MkmodelArgs& a, const eng::ModelShape& shape, eng::
     std::fprintf(
         stderr,
         "[mkmodel] wrote %s: %s, %s; min top-1 gap %.3f = %.3f x logit std (asked %.3f)%s, "
-        "min router gap %.3f, %d rounds, %d head rows rewritten\n",
+        "min router gap %.3f (planted %.1f), %d rounds, %d head rows rewritten\n",
         a.out.c_str(), a.shape.c_str(), a.quant.c_str(), r.min_token_gap, r.min_relative_gap(),
-        a.margin, r.reached ? "" : " NOT REACHED", r.min_router_gap, r.rounds, r.rows_changed);
+        a.margin, r.reached ? "" : " NOT REACHED", r.min_router_gap, r.planted_router_gap,
+        r.rounds, r.rows_changed);
   return r.reached ? 0 : 3;
 }
 

@@ -19,6 +19,12 @@ namespace {
 
 constexpr int kSteps = 32;
 const char* const kMoe = "tiny,arch=qwen3moe,experts=8,experts_used=2,expert_ffn=64,dim=256";
+// gpt-oss's biases and sinks dilute a planted router gap about three times
+// as much as qwen3moe's residual does; deepseek2 routes by sigmoid scores.
+const char* const kOss = "tiny,arch=gpt-oss";
+const char* const kDeepseek =
+    "deepseek-v2-lite,layers=2,dim=256,heads=4,ffn=512,vocab=512,ctx=512,experts=8,"
+    "experts_used=2,expert_ffn=64,kv_lora=64,qk_nope=32,qk_rope=16,v_head=32";
 
 MarginOptions options() {
   MarginOptions o;
@@ -84,7 +90,8 @@ std::vector<std::vector<int32_t>> variant(const TempDir& dir, const std::filesys
 TEST_CASE("--margin plants the top-1 gap at every step of every architecture, quantised") {
   TempDir dir;
   for (const std::string& shape : {std::string("tiny"), std::string("tiny,arch=qwen2"),
-                                   std::string("tiny,arch=qwen3"), std::string(kMoe)}) {
+                                   std::string("tiny,arch=qwen3"), std::string(kMoe),
+                                   std::string(kOss), std::string(kDeepseek)}) {
     CAPTURE(shape);
     MarginReport planted;
     const auto path = write_margin(dir, "m", shape, "q8_0", &planted);
@@ -96,8 +103,10 @@ TEST_CASE("--margin plants the top-1 gap at every step of every architecture, qu
     CHECK(r.tokens[0].size() == size_t(kSteps));
     CHECK(r.tokens == planted.tokens);
     CHECK(r.min_relative_gap() >= 0.25);
-    if (shape == kMoe) {
-      CHECK(r.min_router_gap >= 1.0);
+    if (shape == kMoe || shape == kOss || shape == kDeepseek) {
+      // At least half the asked gap (8), whatever dilutes it on the way.
+      CHECK(r.min_router_gap >= 0.5 * options().router_gap);
+      CHECK(planted.planted_router_gap >= options().router_gap);
     } else {
       CHECK(std::isinf(r.min_router_gap));
     }

@@ -43,7 +43,10 @@ struct MarginOptions {
   // The smallest top-1 minus top-2 logit gap to plant, in units of the
   // standard deviation of the logits over the vocabulary and steps.
   double token_margin = 0.25;
-  // The planted router logit gap between a token's k experts and the rest.
+  // The router logit gap between a token's k experts and the rest. The
+  // planting is scaled until the smallest gap measured through the engine
+  // is at least half of this (the residual dilutes it differently per
+  // architecture).
   double router_gap = 8.0;
   std::vector<std::string> prompts{"The quick brown fox"};
   int steps = 64;      // greedy steps per prompt
@@ -55,6 +58,7 @@ struct MarginReport {
   double min_token_gap = 0.0;  // over every step of every prompt, logit units
   int min_gap_prompt = 0, min_gap_step = 0;
   double min_router_gap = 0.0;               // infinity for a dense model
+  double planted_router_gap = 0.0;           // what the router rows carry (see write_planted)
   int rounds = 0;                            // decodes run
   int rows_changed = 0;                      // head rows rewritten over all rounds
   bool reached = false;                      // min_token_gap >= token_margin * logit_std
