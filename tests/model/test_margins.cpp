@@ -157,4 +157,25 @@ TEST_CASE("deliberate bugs still change the output of margin models") {
   ModelOptions fewer;
   fewer.experts_per_token = 1;
   CHECK(measure(moe, fewer).tokens != moe_tokens);
+  // gpt-oss: the copy is exact; without its attention sinks, or with every
+  // layer attending to the whole context (no sliding window), it is not.
+  const auto oss = write_margin(dir, "oss", kOss, "f32");
+  const auto oss_tokens = measure(oss).tokens;
+  CHECK(variant(dir, oss, kOss) == oss_tokens);
+  CHECK(variant(dir, oss, std::string(kOss) + ",swa=100000") != oss_tokens);
+  {
+    auto f = gguf::File::open(oss);
+    WriteOptions wo;
+    wo.quant = "f32";
+    wo.threads = 2;
+    wo.filler = [&f](std::string_view name, int64_t ne0, int64_t r0, int64_t n, float* out) {
+      copy_of(*f)(name, ne0, r0, n, out);
+      // A sink of -inf is no sink; -30 is as good in f32 softmax.
+      if (name.ends_with("attn_sinks.weight")) std::fill(out, out + ne0 * n, -30.0f);
+    };
+    ModelShape s = parse_shape(kOss);
+    s.tied_output = false;
+    write_model(dir.path() / "nosinks.gguf", s, wo);
+    CHECK(measure(dir.path() / "nosinks.gguf").tokens != oss_tokens);
+  }
 }
