@@ -113,6 +113,13 @@ void accumulate(Runs& r, const spec::SpecStats& st) {
   }
   r.sum.drafted += st.drafted;
   r.sum.accepted += st.accepted;
+  r.sum.draft_passes += st.draft_passes;
+  r.sum.target_passes += st.target_passes;
+  r.sum.generated += st.generated;
+  r.sum.draft_s += st.draft_s;
+  r.sum.verify_s += st.verify_s;
+  r.sum.wait_s += st.wait_s;
+  r.sum.generate_s += st.generate_s;
   for (int16_t k : st.k_trace) ++r.k_hist[k];
 }
 
@@ -186,6 +193,16 @@ nlohmann::json config_json(const Config& c, const Runs& r, const Runs& plain,
   j["k_histogram"] = hist;
   j["k_timeline_last_run"] = timeline(r.last.k_trace);
   j["predicted_ratio"] = predicted(cost, plain_s, r);
+  // Where the time went, beside what the cost model assumed for it
+  // (draft_s per pass; the target's pass times by tokens per pass).
+  const auto& t = r.sum;
+  j["measured"] = {
+      {"draft_s_per_pass", t.draft_passes ? t.draft_s / double(t.draft_passes) : 0.0},
+      {"verify_s_per_round", t.target_passes ? t.verify_s / double(t.target_passes) : 0.0},
+      {"wait_s_per_round", t.target_passes ? t.wait_s / double(t.target_passes) : 0.0},
+      {"rounds", t.target_passes},
+      {"draft_passes", t.draft_passes},
+      {"generate_s", t.generate_s}};
   return j;
 }
 

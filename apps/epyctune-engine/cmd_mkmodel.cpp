@@ -70,8 +70,8 @@ int write_with_margins(const MkmodelArgs& a, const eng::ModelShape& shape, eng::
         "[mkmodel] wrote %s: %s, %s; min top-1 gap %.3f = %.3f x logit std (asked %.3f)%s, "
         "min router gap %.3f (planted %.1f), %d rounds, %d head rows rewritten\n",
         a.out.c_str(), a.shape.c_str(), a.quant.c_str(), r.min_token_gap, r.min_relative_gap(),
-        a.margin, r.reached ? "" : " NOT REACHED", r.min_router_gap, r.planted_router_gap,
-        r.rounds, r.rows_changed);
+        a.margin, r.reached ? "" : " NOT REACHED", r.min_router_gap, r.planted_router_gap, r.rounds,
+        r.rows_changed);
   return r.reached ? 0 : 3;
 }
 

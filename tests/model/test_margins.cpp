@@ -89,9 +89,9 @@ std::vector<std::vector<int32_t>> variant(const TempDir& dir, const std::filesys
 
 TEST_CASE("--margin plants the top-1 gap at every step of every architecture, quantised") {
   TempDir dir;
-  for (const std::string& shape : {std::string("tiny"), std::string("tiny,arch=qwen2"),
-                                   std::string("tiny,arch=qwen3"), std::string(kMoe),
-                                   std::string(kOss), std::string(kDeepseek)}) {
+  for (const std::string& shape :
+       {std::string("tiny"), std::string("tiny,arch=qwen2"), std::string("tiny,arch=qwen3"),
+        std::string(kMoe), std::string(kOss), std::string(kDeepseek)}) {
     CAPTURE(shape);
     MarginReport planted;
     const auto path = write_margin(dir, "m", shape, "q8_0", &planted);
@@ -169,7 +169,7 @@ TEST_CASE("deliberate bugs still change the output of margin models") {
     wo.quant = "f32";
     wo.threads = 2;
     wo.filler = [&f](std::string_view name, int64_t ne0, int64_t r0, int64_t n, float* out) {
-      copy_of(*f)(name, ne0, r0, n, out);
+      copy_of (*f)(name, ne0, r0, n, out);
       // A sink of -inf is no sink; -30 is as good in f32 softmax.
       if (name.ends_with("attn_sinks.weight")) std::fill(out, out + ne0 * n, -30.0f);
     };
