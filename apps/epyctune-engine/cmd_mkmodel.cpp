@@ -1,5 +1,7 @@
 // `epyctune-engine mkmodel`: synthetic llama GGUF models with seeded weights,
 // and with --pair-of a draft for an existing target at a chosen agreement.
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -64,14 +66,18 @@ int write_with_margins(const MkmodelArgs& a, const eng::ModelShape& shape, eng::
       {"reached", r.reached}};
   if (a.json)
     std::cout << j.dump(2) << "\n";
-  else
-    std::fprintf(
-        stderr,
-        "[mkmodel] wrote %s: %s, %s; min top-1 gap %.3f = %.3f x logit std (asked %.3f)%s, "
-        "min router gap %.3f (planted %.1f), %d rounds, %d head rows rewritten\n",
-        a.out.c_str(), a.shape.c_str(), a.quant.c_str(), r.min_token_gap, r.min_relative_gap(),
-        a.margin, r.reached ? "" : " NOT REACHED", r.min_router_gap, r.planted_router_gap, r.rounds,
-        r.rows_changed);
+  else {
+    const std::string routing = std::isinf(r.min_router_gap)
+                                    ? std::string("no routing")
+                                    : fmt::format("min router gap {:.3f} (planted {:.1f})",
+                                                  r.min_router_gap, r.planted_router_gap);
+    std::fprintf(stderr,
+                 "[mkmodel] wrote %s: %s, %s; min top-1 gap %.3f = %.3f x logit std (asked "
+                 "%.3f)%s, %s, %d rounds, %d head rows rewritten\n",
+                 a.out.c_str(), a.shape.c_str(), a.quant.c_str(), r.min_token_gap,
+                 r.min_relative_gap(), a.margin, r.reached ? "" : " NOT REACHED", routing.c_str(),
+                 r.rounds, r.rows_changed);
+  }
   return r.reached ? 0 : 3;
 }
 

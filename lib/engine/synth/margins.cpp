@@ -322,7 +322,7 @@ double write_planted(const std::filesystem::path& path, const ModelShape& shape,
     WriteOptions w = wo;
     w.filler = margin_filler(base, shape, planted);
     write_model(path, shape, w);
-    if (shape.experts <= 0 || shape.experts_used >= shape.experts) return planted.router_gap;
+    if (shape.experts <= 0 || shape.experts_used >= shape.experts) return 0.0;  // no routing
     auto m = LlamaModel::load(path, pool, mo);
     const double got = decode(*m, o.prompts, o.steps).rep.min_router_gap;
     if (got >= 0.5 * o.router_gap || attempt == 3) return planted.router_gap;

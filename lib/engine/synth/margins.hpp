@@ -58,7 +58,7 @@ struct MarginReport {
   double min_token_gap = 0.0;  // over every step of every prompt, logit units
   int min_gap_prompt = 0, min_gap_step = 0;
   double min_router_gap = 0.0;               // infinity for a dense model
-  double planted_router_gap = 0.0;           // what the router rows carry (see write_planted)
+  double planted_router_gap = 0.0;           // what the router rows carry; 0 without routing
   int rounds = 0;                            // decodes run
   int rows_changed = 0;                      // head rows rewritten over all rounds
   bool reached = false;                      // min_token_gap >= token_margin * logit_std
