@@ -305,39 +305,32 @@ MarginReport measure_margins(LlamaModel& m, const std::vector<std::string>& prom
 
 namespace {
 
-// Writes the model with its routing planted for a router gap that, measured
-// through the engine, comes out at least half the asked one. The planted gap
-// reaches the router diluted by whatever else the residual carries (biases,
-// attention sinks, more blocks), by a factor that depends on the
-// architecture; the smallest measured gap is close to linear in the planted
-// one (a x planted - noise), so two writes give the line and a third hits
-// the asked gap. Dense models are written once.
-double write_planted(const std::filesystem::path& path, const ModelShape& shape,
-                     const WriteOptions& wo, const MarginOptions& o, runtime::ThreadPool& pool,
-                     const ModelOptions& mo) {
-  const TensorFiller base = wo.filler ? wo.filler : seeded_filler(wo.seed, shape);
-  MarginOptions planted = o;
-  std::vector<std::pair<double, double>> tried;  // (planted, measured min gap)
-  for (int attempt = 0;; ++attempt) {
-    WriteOptions w = wo;
-    w.filler = margin_filler(base, shape, planted);
-    write_model(path, shape, w);
-    if (shape.experts <= 0 || shape.experts_used >= shape.experts) return 0.0;  // no routing
-    auto m = LlamaModel::load(path, pool, mo);
-    const double got = decode(*m, o.prompts, o.steps).rep.min_router_gap;
-    if (got >= 0.5 * o.router_gap || attempt == 3) return planted.router_gap;
-    tried.emplace_back(planted.router_gap, got);
-    double next = 2.0 * planted.router_gap;
-    if (tried.size() >= 2) {
-      const auto [g0, m0] = tried[tried.size() - 2];
-      const auto [g1, m1] = tried.back();
-      const double a = (m1 - m0) / (g1 - g0);
+// The router gap to plant so that the smallest gap measured through the
+// engine comes out at least half the asked one. The planted gap reaches the
+// router diluted by whatever else the residual carries (biases, attention
+// sinks, more blocks), by a factor that depends on the architecture; the
+// measured gap is close to linear in the planted one (a x planted - noise),
+// so two writes give the line and a third hits the asked gap.
+struct RouterPlanting {
+  double asked, gap;
+  double prev_gap = 0.0, prev_got = 0.0;
+  int retries = 0;
+  explicit RouterPlanting(double g) : asked(g), gap(g) {}
+  // Whether the file must be written again with the (updated) gap.
+  bool retry(double got) {
+    if (got >= 0.5 * asked || retries == 3) return false;
+    double next = 2.0 * gap;
+    if (retries > 0) {
+      const double a = (got - prev_got) / (gap - prev_gap);
       // Aim past the asked gap: the fit is rough where noise dominates.
-      if (a > 0) next = std::max(g1, g1 + (1.2 * o.router_gap - m1) / a);
+      if (a > 0) next = std::max(gap, gap + (1.2 * asked - got) / a);
     }
-    planted.router_gap = std::min(next, 32.0 * o.router_gap);
+    ++retries;
+    prev_gap = gap, prev_got = got;
+    gap = std::min(next, 32.0 * asked);
+    return true;
   }
-}
+};
 
 }  // namespace
 
@@ -349,19 +342,39 @@ MarginReport write_margin_model(const std::filesystem::path& path, ModelShape sh
     throw std::invalid_argument("--margin needs at least one prompt and one step");
   if (!(o.router_gap >= 0.0)) throw std::invalid_argument("--router-gap: must be >= 0");
   shape.tied_output = false;
+  const TensorFiller base = wo.filler ? wo.filler : seeded_filler(wo.seed, shape);
+  const bool routed = shape.experts > 0 && shape.experts_used < shape.experts;
+  RouterPlanting planting(o.router_gap);
+  auto write = [&] {
+    MarginOptions p = o;
+    p.router_gap = planting.gap;
+    WriteOptions w = wo;
+    w.filler = margin_filler(base, shape, p);
+    write_model(path, shape, w);
+  };
+  write();
   ModelOptions mo;
   mo.copy_weights = false;  // the file is rewritten between rounds
-  const double planted_gap = write_planted(path, shape, wo, o, pool, mo);
   MarginReport rep;
-  int rows_changed = 0;
-  for (int round = 1;; ++round) {
+  int rows_changed = 0, round = 0;
+  bool routing_settled = !routed;
+  for (;;) {
     auto m = LlamaModel::load(path, pool, mo);
     Decode d = decode(*m, o.prompts, o.steps);
+    // The routing first: a rewrite replaces every weight, head included.
+    if (!routing_settled) {
+      routing_settled = !planting.retry(d.rep.min_router_gap);
+      if (!routing_settled) {
+        m.reset();
+        write();
+        continue;
+      }
+    }
     const double target = o.token_margin * d.rep.logit_std;
     rep = d.rep;
-    rep.rounds = round;
+    rep.rounds = ++round;
     rep.rows_changed = rows_changed;
-    rep.planted_router_gap = planted_gap;
+    rep.planted_router_gap = routed ? planting.gap : 0.0;
     rep.reached = rep.min_token_gap >= target;
     if (rep.reached || round >= o.max_rounds) break;
     auto patches = correct_head(*m, d, target);
