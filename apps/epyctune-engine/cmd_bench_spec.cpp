@@ -115,7 +115,6 @@ void accumulate(Runs& r, const spec::SpecStats& st) {
   r.sum.accepted += st.accepted;
   r.sum.draft_passes += st.draft_passes;
   r.sum.target_passes += st.target_passes;
-  r.sum.generated += st.generated;
   r.sum.draft_s += st.draft_s;
   r.sum.verify_s += st.verify_s;
   r.sum.wait_s += st.wait_s;
