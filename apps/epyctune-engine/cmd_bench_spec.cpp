@@ -32,8 +32,9 @@ struct Config {
 
 struct Runs {
   std::vector<double> tps;
-  spec::SpecStats last;  // of the last repeat (acceptance, K over time)
-  spec::SpecStats sum;   // position counts and K histogram over all repeats
+  std::vector<double> predicted;  // per repeat, from that repeat's probed pass times
+  spec::SpecStats last;           // of the last repeat (acceptance, K over time)
+  spec::SpecStats sum;            // position counts and K histogram over all repeats
   std::map<int, int64_t> k_hist;
 };
 
@@ -75,17 +76,45 @@ std::vector<double> accept_by_pos(const spec::SpecStats& s) {
   return a;
 }
 
-// What the cost model predicts for the rounds this configuration ran: each
+// What the cost model predicts for the rounds a configuration ran: each
 // round's expected tokens (from the measured acceptance by position) over
 // its predicted time, against plain decoding's predicted single-token pass.
-double predicted(const spec::CostModel& c, double plain_s, const Runs& r) {
-  const auto a = accept_by_pos(r.sum);
+double predicted(const spec::CostModel& c, double plain_s, const std::map<int, int64_t>& k_hist,
+                 const std::vector<double>& accept) {
   double tokens = 0, time = 0;
-  for (const auto& [k, n] : r.k_hist) {
-    tokens += double(n) * spec::expected_tokens(k, a);
+  for (const auto& [k, n] : k_hist) {
+    tokens += double(n) * spec::expected_tokens(k, accept);
     time += double(n) * c.round_seconds(k);
   }
   return time > 0 ? tokens / time * plain_s : 1.0;
+}
+
+double predicted(const spec::CostModel& c, double plain_s, const Runs& r) {
+  return predicted(c, plain_s, r.k_hist, accept_by_pos(r.sum));
+}
+
+double predicted(const spec::CostModel& c, double plain_s, const spec::SpecStats& st) {
+  std::map<int, int64_t> hist;
+  for (int16_t k : st.k_trace) ++hist[k];
+  return predicted(c, plain_s, hist, accept_by_pos(st));
+}
+
+// The pass times probed again before each repeat. On a virtual machine the
+// memory-bound single-token pass and the compute-bound verify pass do not
+// move together when the host's bandwidth does (plain's rate moved 1.4x
+// between repeats here), so times cached in another state mispredict the
+// ratio by up to 30%.
+struct Probe {
+  spec::CostModel cost;
+  double plain_s = 0;
+};
+
+Probe probe(eng::serving::Engine& e, eng::serving::Engine* plain, int max_k) {
+  Probe p{e.cost_model(), 0.0};
+  p.cost.target = spec::measure_pass_times(e.target(), max_k + 1);
+  if (e.draft()) p.cost.draft_s = spec::measure_pass_times(*e.draft(), 1).at(1);
+  p.plain_s = plain ? spec::measure_pass_times(plain->target(), 1).at(1) : p.cost.verify_seconds(0);
+  return p;
 }
 
 // K over time, run-length coded: "4x3 8x12 0x40" (K x rounds).
@@ -100,8 +129,9 @@ std::string timeline(const std::vector<int16_t>& ks) {
   return out;
 }
 
-void accumulate(Runs& r, const spec::SpecStats& st) {
+void accumulate(Runs& r, const spec::SpecStats& st, const Probe& p) {
   r.tps.push_back(st.tokens_per_second());
+  r.predicted.push_back(predicted(p.cost, p.plain_s, st));
   r.last = st;
   if (r.sum.pos_tried.size() < st.pos_tried.size()) {
     r.sum.pos_tried.resize(st.pos_tried.size());
@@ -191,7 +221,9 @@ nlohmann::json config_json(const Config& c, const Runs& r, const Runs& plain,
   j["acceptance_by_position"] = accept_by_pos(r.sum);
   j["k_histogram"] = hist;
   j["k_timeline_last_run"] = timeline(r.last.k_trace);
-  j["predicted_ratio"] = predicted(cost, plain_s, r);
+  j["predicted_ratio"] = median(r.predicted);
+  j["predicted_per_repeat"] = r.predicted;
+  j["predicted_from_cached_times"] = predicted(cost, plain_s, r);
   // Where the time went, beside what the cost model assumed for it
   // (draft_s per pass; the target's pass times by tokens per pass).
   const auto& t = r.sum;
@@ -208,21 +240,21 @@ nlohmann::json config_json(const Config& c, const Runs& r, const Runs& plain,
 void print_table(const std::vector<Config>& cfgs, const std::vector<Runs>& runs,
                  const spec::CostModel& cost, double plain_s) {
   const double plain = median(runs[0].tps);
-  fmt::print("{:<10} {:>9} {:>8} {:>10} {:>7}  {}\n", "config", "tok/s", "x plain", "predicted",
-             "accept", "acceptance by position 1..8");
+  fmt::print("{:<10} {:>9} {:>8} {:>10} {:>7} {:>7}  {}\n", "config", "tok/s", "x plain",
+             "predicted", "cached", "accept", "acceptance by position 1..8");
   for (size_t i = 0; i < cfgs.size(); ++i) {
     const auto& r = runs[i];
     const double tps = median(r.tps);
     if (cfgs[i].k == 0) {
-      fmt::print("{:<10} {:>9.2f} {:>8.2f} {:>10.2f}\n", cfgs[i].name, tps, 1.0,
+      fmt::print("{:<10} {:>9.2f} {:>8.2f} {:>10.2f} {:>7.2f}\n", cfgs[i].name, tps, 1.0, 1.0,
                  1.0 / plain_s / plain);
       continue;
     }
     std::string pos;
     const auto a = accept_by_pos(r.sum);
     for (size_t p = 0; p < std::min<size_t>(a.size(), 8); ++p) pos += fmt::format("{:.2f} ", a[p]);
-    fmt::print("{:<10} {:>9.2f} {:>8.2f} {:>10.2f} {:>7.2f}  {}\n", cfgs[i].name, tps,
-               paired_ratio(r, runs[0]), predicted(cost, plain_s, r),
+    fmt::print("{:<10} {:>9.2f} {:>8.2f} {:>10.2f} {:>7.2f} {:>7.2f}  {}\n", cfgs[i].name, tps,
+               paired_ratio(r, runs[0]), median(r.predicted), predicted(cost, plain_s, r),
                r.sum.drafted ? double(r.sum.accepted) / double(r.sum.drafted) : 0.0, pos);
   }
   for (size_t i = 0; i < cfgs.size(); ++i) {
@@ -240,6 +272,7 @@ struct Report {
   eng::serving::Engine& e;
   const std::vector<Config>& cfgs;
   const std::vector<Runs>& runs;
+  const std::vector<Probe>& probes;
   Roofline roof;
   double plain_s;
   size_t prompt_tokens;
@@ -259,6 +292,12 @@ nlohmann::json report_json(const Report& r) {
   j["cost_model"] = {{"plain_pass_s", r.plain_s}, {"pass_n", cost.target.n},
                      {"pass_s", cost.target.s},   {"draft_s", cost.draft_s},
                      {"overlap", cost.overlap},   {"source", r.e.cost_note()}};
+  j["probes"] = nlohmann::json::array();
+  for (const auto& p : r.probes)
+    j["probes"].push_back({{"plain_pass_s", p.plain_s},
+                           {"pass_n", p.cost.target.n},
+                           {"pass_s", p.cost.target.s},
+                           {"draft_s", p.cost.draft_s}});
   j["roofline"] = {{"bandwidth_gbps", r.roof.gbps},
                    {"bytes_per_token", r.roof.bytes_per_token},
                    {"tokens_per_s", r.roof.tps()},
@@ -283,7 +322,15 @@ void print_report(const Report& r) {
       "proposal ({})\n",
       cost.verify_seconds(0) * 1e3, cost.verify_seconds(8) / cost.verify_seconds(0),
       cost.draft_s * 1e3, r.e.cost_note());
-  fmt::print("(predicted for plain: the cost model's single-token rate over the measured one)\n");
+  std::string probed;
+  for (const auto& p : r.probes)
+    probed +=
+        fmt::format(" {:.1f}/{:.2f}x/{:.1f}", p.plain_s * 1e3,
+                    p.cost.verify_seconds(8) / p.cost.verify_seconds(0), p.cost.draft_s * 1e3);
+  fmt::print("probed before each repeat (single pass ms / K=8 verify / draft ms):{}\n", probed);
+  fmt::print(
+      "predicted: median over repeats, from each repeat's probe; cached: from the cached times "
+      "(for plain: the cached single-token rate over the measured one)\n");
   print_table(r.cfgs, r.runs, cost, r.plain_s);
 }
 
@@ -325,7 +372,9 @@ int run_spec_bench(const SpecBenchOptions& o) {
 
     std::vector<Runs> runs(cfgs.size());
     std::vector<int32_t> plain_tokens;
+    std::vector<Probe> probes;
     for (int rep = 0; rep < o.repeat; ++rep) {
+      probes.push_back(probe(e, plain_engine.get(), max_k));
       for (size_t i = 0; i < cfgs.size(); ++i) {
         spec::SpecStats st;
         auto& target = cfgs[i].k == 0 && plain_engine ? plain_engine->target() : e.target();
@@ -334,10 +383,10 @@ int run_spec_bench(const SpecBenchOptions& o) {
         if (toks != plain_tokens)
           throw std::runtime_error(cfgs[i].name +
                                    ": speculative output differs from plain decoding");
-        accumulate(runs[i], st);
+        accumulate(runs[i], st, probes.back());
       }
     }
-    const Report rep{o, e, cfgs, runs, roof, plain_s, prompt.size()};
+    const Report rep{o, e, cfgs, runs, probes, roof, plain_s, prompt.size()};
     if (o.json)
       std::cout << report_json(rep).dump(2) << '\n';
     else
