@@ -1,32 +1,35 @@
 #!/usr/bin/env python3
 """Prompt lookup (no draft model) on a code-editing-like prompt, vs plain decoding.
 
-A synthetic random-weight model has no reason to repeat its input, so the
-prompt is built to make its greedy continuation do so: decode plain from a
-seed prompt P to get O, then use P + O + P as the prompt. A model that follows
-its own earlier path then re-emits O, as an editor's answer re-emits the code
-it was given. The script reports how much of the measured output is really
-reused from the prompt (the share of output tokens that continue a span of
-at least 4 tokens already in the context, and the longest such span).
+The prompt is built so that the answer reuses long spans of it, as an
+editor's answer re-emits the code it was given: decode plain from a seed
+prompt P to get O, then use P + O' + P as the prompt, where O' is O with
+every Nth token replaced (--edit-every N; 0 keeps O whole). A model whose
+next token depends mostly on the current one (mkmodel --attention-scale)
+then re-emits O after the second P, and lookup finds O' in the context
+except at the edits. The script reports how much of the output really
+continues a span of the context (output tokens that extend a >= 4-token
+span already there, and the longest such run), so a model that does not
+reuse its input shows up as such instead of as a slow lookup.
 
-Plain and lookup configurations run interleaved REPEAT times on the same CPUs
-(background load hits all alike); the table gives medians and min-max. Greedy
-decoding: every configuration must produce the same tokens, which is checked.
+The measurement is `epyctune-engine bench --lookup L --spec ...`: plain and
+each lookup configuration decode the prompt in turn per repeat (paired
+ratios, medians), with acceptance by position, the K the adaptive
+controller chose, and the cost model's prediction beside the measurement.
+bench fails if any configuration's tokens differ from plain decoding's.
 
-usage: spec_lookup.py ENGINE TARGET [--n 128] [--repeat 3] [--k 8,16] [--lookup 8]
-                      [--cpus 0-1] [--seed-prompt TEXT]
+usage: spec_lookup.py ENGINE TARGET [--n 128] [--repeat 3] [--spec adaptive,8,16]
+                      [--lookup 8] [--threads 2] [--edit-every 0] [--seed-prompt TEXT]
+                      [--json-out FILE]
 """
 import argparse
 import json
-import statistics
 import subprocess
-import sys
 
 
-def run(engine, args):
-    out = subprocess.run([engine, "generate", "--json"] + args, check=True,
-                         capture_output=True, text=True).stdout
-    return json.loads(out)
+def engine(exe, args):
+    out = subprocess.run([exe] + args, check=True, capture_output=True, text=True).stdout
+    return out
 
 
 def reuse(context, output, span=4):
@@ -49,58 +52,76 @@ def reuse(context, output, span=4):
     return covered, longest
 
 
+def edited(exe, model, text, every):
+    """text with every `every`-th token's piece swapped for a piece further on."""
+    if every <= 0:
+        return text, 0
+    j = json.loads(engine(exe, ["tokenize", "-m", model, "-p", text, "--json"]).splitlines()[0])
+    pieces = list(j["pieces"])
+    n = 0
+    for i in range(every - 1, len(pieces), every):
+        other = pieces[(i + every // 2 + 1) % len(pieces)]
+        if other != pieces[i]:
+            pieces[i] = other
+            n += 1
+    return "".join(pieces), n
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("engine")
     ap.add_argument("target")
     ap.add_argument("--n", type=int, default=128)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--k", default="8,16")
+    ap.add_argument("--spec", default="adaptive,8,16")
     ap.add_argument("--lookup", default="8")
-    ap.add_argument("--cpus", default="0-1")
+    ap.add_argument("--threads", default="2")
+    ap.add_argument("--edit-every", type=int, default=0)
     ap.add_argument("--seed-prompt", default="def merge(a, b):\n    out = []\n")
+    ap.add_argument("--json-out")
     a = ap.parse_args()
 
-    cpus = ["--cpus", a.cpus]
-    first = run(a.engine, ["--model", a.target, "--prompt", a.seed_prompt, "-n", str(a.n)] + cpus)
-    prompt = a.seed_prompt + first["text"] + a.seed_prompt
-    base = ["--model", a.target, "--prompt", prompt, "-n", str(a.n)] + cpus
-    configs = [("plain", ["--draft-max", "0"])]
-    for k in a.k.split(","):
-        configs.append((f"lookup 1..{a.lookup}, K={k}", ["--lookup", a.lookup, "--draft-max", k]))
-    results = {i: [] for i in range(len(configs))}
-    for _ in range(a.repeat):
-        for i, (_, extra) in enumerate(configs):
-            results[i].append(run(a.engine, base + extra))
+    gen = ["generate", "--json", "--model", a.target, "-t", a.threads, "-n", str(a.n),
+           "--draft-max", "0"]
+    first = json.loads(engine(a.engine, gen + ["--prompt", a.seed_prompt]))
+    body, edits = edited(a.engine, a.target, first["text"], a.edit_every)
+    prompt = a.seed_prompt + body + a.seed_prompt
+    check = json.loads(engine(a.engine, gen + ["--prompt", prompt]))
+    covered, longest = reuse(check["prompt_tokens"], check["tokens"])
+    same = sum(x == y for x, y in zip(check["tokens"], first["tokens"]))
 
-    ref = results[0][0]
-    covered, longest = reuse(ref["prompt_tokens"], ref["tokens"])
-    print(f"prompt: {len(ref['prompt_tokens'])} tokens (seed prompt + its {a.n}-token plain "
-          f"continuation + seed prompt)")
-    print(f"output reuse: {covered}/{len(ref['tokens'])} output tokens continue a >= 4-token "
-          f"span already in the context; longest reused run {longest} tokens")
+    bench = json.loads(engine(a.engine, [
+        "bench", "--model", a.target, "--lookup", a.lookup, "--spec"] + a.spec.split(",") + [
+        "-p", prompt, "-n", str(a.n), "-r", str(a.repeat), "-t", a.threads, "--json"]))
+    if a.json_out:
+        with open(a.json_out, "w") as f:
+            json.dump({"prompt": prompt, "edits": edits, "reused_tokens": covered,
+                       "longest_reused_run": longest, "bench": bench}, f, indent=2)
+
+    roof = bench["roofline"]
+    print(f"prompt: {len(check['prompt_tokens'])} tokens (seed prompt + its {a.n}-token plain "
+          f"continuation with {edits} tokens edited + seed prompt)")
+    print(f"output: {same}/{len(first['tokens'])} tokens as the seed prompt's continuation; "
+          f"{covered} continue a >= 4-token span of the context, longest reused run {longest}")
+    print(f"roofline {roof['tokens_per_s']:.2f} tok/s = {roof['bandwidth_gbps']:.1f} GB/s / "
+          f"{roof['bytes_per_token'] / 1e6:.0f} MB per token")
     print(f"load average at the end: {open('/proc/loadavg').read().split()[:3]}")
     print()
-    print("| configuration | tok/s median (min-max) | vs plain | acceptance | accepted/pass | "
-          "target passes |")
-    print("|---|---|---|---|---|---|")
-    base_tps = statistics.median(r["timings"]["tok_s"] for r in results[0])
-    for i, (name, _) in enumerate(configs):
-        rs = results[i]
-        if any(r["tokens"] != ref["tokens"] for r in rs):
-            print(f"MISMATCH: {name} produced different tokens", file=sys.stderr)
-            sys.exit(1)
-        tps = [r["timings"]["tok_s"] for r in rs]
-        # Per-repeat ratio against the plain run of the same repeat, then the median.
-        ratios = [r["timings"]["tok_s"] / p["timings"]["tok_s"] for r, p in zip(rs, results[0])]
-        s = rs[len(rs) // 2]["spec"]
-        spec = ("| - | - | - |" if not s["enabled"] else
-                f"| {s['acceptance_rate']:.2f} | {s['mean_accepted']:.2f} | "
-                f"{s['target_passes']} |")
-        print(f"| {name} | {statistics.median(tps):.2f} ({min(tps):.2f}-{max(tps):.2f}) | "
-              f"{statistics.median(ratios):.2f}x (median of per-repeat ratios; "
-              f"{statistics.median(tps) / base_tps:.2f}x of medians) " + spec)
-
+    print("| configuration | tok/s median | x plain (per repeat) | predicted | acceptance | "
+          "accepted per verify pass | K chosen (rounds) |")
+    print("|---|---|---|---|---|---|---|")
+    for c in bench["configs"]:
+        tps = c["tokens_per_s"]
+        if c["k"] == 0:
+            print(f"| plain | {tps['median']:.2f} | 1.00 | - | - | - | - |")
+            continue
+        hist = sorted((int(k), n) for k, n in c["k_histogram"].items())
+        rounds = sum(n for _, n in hist) or 1
+        per_pass = c["acceptance"] * sum(k * n for k, n in hist) / rounds
+        name = f"lookup 1..{a.lookup}, " + ("adaptive K" if c["adaptive"] else c["name"])
+        ks = " ".join(f"{k}:{n}" for k, n in hist)
+        print(f"| {name} | {tps['median']:.2f} | {c['ratio_to_plain']:.2f} | "
+              f"{c['predicted_ratio']:.2f} | {c['acceptance']:.2f} | {per_pass:.2f} | {ks} |")
 
 if __name__ == "__main__":
     main()

@@ -29,6 +29,7 @@ struct MkmodelArgs {
   uint64_t seed = 1;
   double agreement = -1.0;
   double residual_decay = 1.0;
+  double attention_scale = 1.0;
   int draft_layers = 0, calib_seqs = 16, calib_steps = 32;
   int threads = 0;
   bool json = false;
@@ -103,21 +104,27 @@ int run_plain(const MkmodelArgs& a) {
     wo.extra_u32.emplace_back("pard.mask_token_id", static_cast<uint32_t>(shape.vocab - 1));
   if (!(a.residual_decay > 0.0 && a.residual_decay <= 1.0))
     throw std::invalid_argument("--residual-decay: must be in (0, 1]");
-  if (a.residual_decay < 1.0) {
+  if (!(a.attention_scale > 0.0 && a.attention_scale <= 1.0))
+    throw std::invalid_argument("--attention-scale: must be in (0, 1]");
+  if (a.residual_decay < 1.0 || a.attention_scale < 1.0) {
     // Layer l writes into the residual stream through attn_output and
     // ffn_down; scaling both by R^l makes deep layers refinements of what the
     // first ones computed, as in trained models, so a draft made of the first
-    // layers (--pair-of) can agree with the target often.
+    // layers (--pair-of) can agree with the target often. A small attention
+    // scale makes the next token depend mostly on the current one, so the
+    // model re-emits a continuation it already wrote wherever the context
+    // returns to that token: the text reuse of code editing (bench/spec_lookup.py).
     auto base = eng::seeded_filler(a.seed, shape);
-    const double r = a.residual_decay;
-    wo.filler = [base, r](std::string_view name, int64_t ne0, int64_t row0, int64_t n, float* out) {
+    const double r = a.residual_decay, att = a.attention_scale;
+    wo.filler = [base, r, att](std::string_view name, int64_t ne0, int64_t row0, int64_t n,
+                               float* out) {
       base(name, ne0, row0, n, out);
-      int layer = -1;
-      if (name.rfind("blk.", 0) == 0 &&
-          (name.ends_with(".attn_output.weight") || name.ends_with(".ffn_down.weight")))
-        layer = std::stoi(std::string(name.substr(4)));
-      if (layer <= 0) return;
-      const float s = static_cast<float>(std::pow(r, layer));
+      if (name.rfind("blk.", 0) != 0) return;
+      const bool attn = name.ends_with(".attn_output.weight");
+      if (!attn && !name.ends_with(".ffn_down.weight")) return;
+      const int layer = std::stoi(std::string(name.substr(4)));
+      const float s = static_cast<float>(std::pow(r, layer) * (attn ? att : 1.0));
+      if (s == 1.0f) return;
       for (int64_t i = 0; i < ne0 * n; ++i) out[i] *= s;
     };
   }
@@ -210,6 +217,9 @@ void add_mkmodel_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_flag("--fast-quant", args->fast_quant,
                 "Q4_K scales by min-max instead of ggml's search (large models in minutes)");
   cmd->add_option("--vocab", args->vocab, "Copy the tokenizer of this GGUF file");
+  cmd->add_option("--attention-scale", args->attention_scale,
+                  "Scale every layer's attention output by S (S < 1: the next token depends "
+                  "mostly on the current one, and text repeats)");
   cmd->add_option("--residual-decay", args->residual_decay,
                   "Scale layer l's residual writes by R^l (R < 1: deep layers refine)")
       ->capture_default_str();
