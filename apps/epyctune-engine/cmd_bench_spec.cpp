@@ -112,7 +112,11 @@ struct Probe {
 Probe probe(eng::serving::Engine& e, eng::serving::Engine* plain, int max_k) {
   Probe p{e.cost_model(), 0.0};
   p.cost.target = spec::measure_pass_times(e.target(), max_k + 1);
-  if (e.draft()) p.cost.draft_s = spec::measure_pass_times(*e.draft(), 1).at(1);
+  if (e.draft()) {
+    const auto t = spec::measure_pass_times(*e.draft(), p.cost.parallel_draft ? max_k + 1 : 1);
+    p.cost.draft_s = t.at(1);
+    if (p.cost.parallel_draft) p.cost.draft_pass = t;
+  }
   p.plain_s = plain ? spec::measure_pass_times(plain->target(), 1).at(1) : p.cost.verify_seconds(0);
   return p;
 }
@@ -164,7 +168,7 @@ std::vector<int32_t> run_once(eng::serving::Engine& e, eng::CausalLM& target, co
   so.null_logits_ok = true;
   so.max_batch = 64;
   if (c.k == 0) so.mode = spec::SpecMode::shared;
-  spec::Generator g(target, c.k > 0 ? e.draft() : nullptr, {}, so);
+  spec::Generator g(target, c.k > 0 ? e.drafting_model() : nullptr, {}, so);
   auto out = g.generate(prompt, o.n_predict);
   st = g.stats();
   return out;
@@ -289,9 +293,15 @@ nlohmann::json report_json(const Report& r) {
   j["n_predict"] = r.o.n_predict;
   j["repeats"] = r.o.repeat;
   j["prompt_tokens"] = r.prompt_tokens;
-  j["cost_model"] = {{"plain_pass_s", r.plain_s}, {"pass_n", cost.target.n},
-                     {"pass_s", cost.target.s},   {"draft_s", cost.draft_s},
-                     {"overlap", cost.overlap},   {"source", r.e.cost_note()}};
+  j["cost_model"] = {{"plain_pass_s", r.plain_s},
+                     {"pass_n", cost.target.n},
+                     {"pass_s", cost.target.s},
+                     {"draft_s", cost.draft_s},
+                     {"overlap", cost.overlap},
+                     {"source", r.e.cost_note()},
+                     {"parallel_draft", cost.parallel_draft},
+                     {"draft_pass_n", cost.draft_pass.n},
+                     {"draft_pass_s", cost.draft_pass.s}};
   j["probes"] = nlohmann::json::array();
   for (const auto& p : r.probes)
     j["probes"].push_back({{"plain_pass_s", p.plain_s},

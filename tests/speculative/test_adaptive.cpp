@@ -46,7 +46,7 @@ Sim simulate(const CostModel& c, int tokens, const std::function<int(int, int)>&
   for (int round = 0; s.tokens < tokens; ++round) {
     const int k = ctl.choose();
     const int m = k > 0 ? accept(k, round) : 0;
-    const double wait = c.draft_s * k, verify = c.verify_seconds(k);
+    const double wait = c.draft_seconds(k), verify = c.verify_seconds(k);
     ctl.observe({k, m, wait, verify});
     s.time += wait + verify;
     s.tokens += m + 1;
@@ -259,4 +259,37 @@ TEST_CASE("cost model: expected tokens and predicted speed-up") {
   p.overlap = true;
   CHECK(p.round_seconds(8) == doctest::Approx(1.9));
   CHECK(predicted_speedup(c, 0, none) == doctest::Approx(1.0));
+  // A parallel draft: one pass of about K + 1 tokens for K proposals.
+  CostModel q = c;
+  q.parallel_draft = true;
+  q.draft_pass.n = {1, 9, 17};
+  q.draft_pass.s = {0.15, 0.25, 0.40};
+  CHECK(q.draft_seconds(8) == doctest::Approx(0.25));
+  CHECK(q.round_seconds(8) == doctest::Approx(0.25 + 1.9));
+  CHECK(c.draft_seconds(8) == doctest::Approx(8 * 0.15));
+}
+
+TEST_CASE("a perfect parallel draft is costed as one pass per round, not K") {
+  // A dear draft (0.3 of a target pass): autoregressive, 16 proposals cost
+  // 4.8 passes; in parallel one pass of 17 tokens costs 0.6.
+  CostModel ar = host();
+  ar.draft_s = 0.3;
+  CostModel par = ar;
+  par.parallel_draft = true;
+  par.draft_pass.n = {1, 9, 17};
+  par.draft_pass.s = {0.3, 0.45, 0.6};
+  const auto all = [](int k, int) { return k; };
+  const Sim a = simulate(ar, 400, all), p = simulate(par, 400, all);
+  REQUIRE(p.ks.size() > 10);
+  for (size_t i = p.ks.size() - 10; i < p.ks.size(); ++i) CHECK(p.ks[i] == 16);
+  CHECK(speedup(p, par) > 2.0 * speedup(a, ar));
+  CHECK(speedup(p, par) >= 0.95 * best_fixed(par, 1.0));
+  // A partial parallel draft whose pass barely grows with K: the rounds'
+  // waits must be read as one pass each, or short rounds, timed first, make
+  // long ones look K times dearer than they are.
+  CostModel flat = par;
+  flat.draft_pass.s = {0.5, 0.52, 0.55};
+  const Sim f = simulate(flat, 3000, iid(0.9, 7));
+  CHECK(speedup(f, flat) >= 0.95 * best_fixed(flat, 0.9));
+  CHECK(f.ks.back() >= 10);
 }

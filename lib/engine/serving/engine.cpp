@@ -202,13 +202,22 @@ void Engine::measure_costs() {
   cost_.draft_s = 0.0;  // lookup costs next to nothing
   if (draft_) {
     const auto& pool = partitioned() ? *draft_pool_ : *verify_pool_;
-    cost_.draft_s =
-        speculative::cached_pass_times(*draft_, key(cfg_.draft, pool), 1, cfg_.cost_cache, &note)
-            .at(1);
+    // A parallel draft's round is one pass of about K + 1 tokens.
+    const int n = pard_ ? cfg_.draft_max + 1 : 1;
+    const auto t =
+        speculative::cached_pass_times(*draft_, key(cfg_.draft, pool), n, cfg_.cost_cache, &note);
+    cost_.draft_s = t.at(1);
+    cost_.parallel_draft = pard_ != nullptr;
+    if (pard_) cost_.draft_pass = t;
     cost_note_ += "; draft: " + note;
   }
   cost_.overlap = partitioned();
   cost_.measured = true;
+}
+
+CausalLM* Engine::drafting_model() const {
+  if (pard_) return pard_.get();
+  return draft_.get();
 }
 
 void Engine::attach_driver() {
@@ -254,8 +263,7 @@ Completion Engine::generate(std::span<const int32_t> prompt, int n_predict,
   if (!ignore_eog) so.is_stop = [this](int32_t t) { return tok_->is_eog(t); };
   if (launch_ && launch_->has_partition() && partitioned())
     so.draft_thread_init = [this] { draft_thread_init(); };
-  speculative::Generator gen(*target_, pard_ ? static_cast<CausalLM*>(pard_.get()) : draft_.get(),
-                             sampler, so);
+  speculative::Generator gen(*target_, drafting_model(), sampler, so);
 
   Completion c;
   bool eog = false;

@@ -93,6 +93,8 @@ class Engine {
   const Tokenizer& tokenizer() const { return *tok_; }
   LlamaModel& target() const { return *target_; }
   LlamaModel* draft() const { return draft_.get(); }
+  // What drafts: the parallel (PARD) wrapper when the draft is one, else the draft.
+  CausalLM* drafting_model() const;
   int n_ctx() const { return target_->n_ctx(); }
   double load_seconds() const { return load_s_; }
   // The adaptive controller's starting costs, and where they came from.

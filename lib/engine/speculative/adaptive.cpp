@@ -76,12 +76,22 @@ double AdaptiveController::verify_seconds(int k) const {
   return std::max(1e-9, my + slope * (k + 1 - mx));
 }
 
+// How the wait grows with K, in proposals' worth: K for a draft that runs a
+// pass per proposal (and for lookup, which costs next to nothing), the
+// seed's one-pass times relative to a one-proposal pass for a parallel draft,
+// whose K proposals cost one pass of about K + 1 tokens.
+double AdaptiveController::draft_weight(int k) const {
+  const double one = seed_.draft_seconds(1);
+  if (!seed_.parallel_draft || one <= 0) return k;
+  return seed_.draft_seconds(k) / one;
+}
+
 double AdaptiveController::round_seconds(int k) const {
   const double v = verify_seconds(k);
   if (k <= 0) return v;
-  if (wait_w_ > 0) return v + k * (wait_sum_ / wait_w_);
+  if (wait_w_ > 0) return v + draft_weight(k) * (wait_sum_ / wait_w_);
   // Nothing timed yet: the seed's draft cost, in the units the fit now has.
-  const double draft = seed_.draft_s * v / seed_.verify_seconds(k) * k;
+  const double draft = seed_.draft_seconds(k) * v / seed_.verify_seconds(k);
   return seed_.overlap ? std::max(v, draft) : v + draft;
 }
 
@@ -133,7 +143,7 @@ void AdaptiveController::observe(const RoundObservation& r) {
       if (i < r.accepted) acc_[static_cast<size_t>(i)] += 1.0;
     }
     wait_sum_ = wait_sum_ * opt_.decay + r.wait_s;
-    wait_w_ = wait_w_ * opt_.decay + k;
+    wait_w_ = wait_w_ * opt_.decay + draft_weight(k);
   }
   obs_.scale(kTimeDecay);
   slope_obs_.scale(kSlopeDecay);

@@ -68,6 +68,7 @@ class AdaptiveController {
 
  private:
   double verify_seconds(int k) const;
+  double draft_weight(int k) const;
   // All positions together; extra_accepted adds pseudo-accepted proposals.
   double pooled_accept(double extra_accepted = 0.0) const;
 
@@ -91,7 +92,7 @@ class AdaptiveController {
   // The seed in this run's units: decayed mean of timed / seeded (the seed
   // may be relative, or measured under another load).
   double scale_sum_ = 0.0, scale_w_ = 0.0;
-  double wait_sum_ = 0.0, wait_w_ = 0.0;  // per proposal
+  double wait_sum_ = 0.0, wait_w_ = 0.0;  // per unit of draft_weight
   int backoff_ = 0;                       // plain rounds left before a probe
   int next_backoff_;
   bool probing_ = false;

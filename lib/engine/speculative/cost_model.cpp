@@ -29,7 +29,7 @@ double PassTimes::at(int tokens) const {
 
 double CostModel::round_seconds(int k) const {
   if (k <= 0) return verify_seconds(0);
-  const double draft = draft_s * k;
+  const double draft = draft_seconds(k);
   return overlap ? std::max(verify_seconds(k), draft) : draft + verify_seconds(k);
 }
 

@@ -29,12 +29,21 @@ struct PassTimes {
 };
 
 struct CostModel {
-  PassTimes target;       // the verify pass: K proposals = K + 1 tokens
-  double draft_s = 0.0;   // the verifier's cost per proposal (one draft pass)
+  PassTimes target;      // the verify pass: K proposals = K + 1 tokens
+  double draft_s = 0.0;  // the verifier's cost per proposal (one draft pass)
   bool overlap = false;   // partitioned: drafts are computed while the target verifies
   bool measured = false;  // false: relative defaults (plain pass = 1)
+  // A parallel (PARD) draft proposes K in one pass over the last accepted
+  // tokens and K - 1 masks: about K + 1 tokens, timed in draft_pass.
+  bool parallel_draft = false;
+  PassTimes draft_pass;
 
   double verify_seconds(int k) const { return target.at(k + 1); }
+  // The draft's time for K proposals: K passes, or one parallel pass.
+  double draft_seconds(int k) const {
+    if (k <= 0) return 0.0;
+    return parallel_draft && !draft_pass.empty() ? draft_pass.at(k + 1) : draft_s * k;
+  }
   // Shared: the draft passes, then the verify. Partitioned: the slower of the two.
   double round_seconds(int k) const;
 };

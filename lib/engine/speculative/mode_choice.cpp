@@ -43,8 +43,9 @@ CpuPlan choose_mode(const ModeChoiceInput& in) {
         "and once partitioned to let auto choose from them)";
     return plan;
   }
-  CostModel shared{*ts, ds->at(1), false, true};
-  CostModel part{*tp, dp->at(1), true, true};
+  CostModel shared, part;
+  shared.target = *ts, shared.draft_s = ds->at(1), shared.measured = true;
+  part.target = *tp, part.draft_s = dp->at(1), part.overlap = part.measured = true;
   const double rs = best_rate(shared, in.max_k, in.accept);
   const double rp = best_rate(part, in.max_k, in.accept);
   const std::string why = fmt::format(
