@@ -29,8 +29,8 @@ struct PassTimes {
 };
 
 struct CostModel {
-  PassTimes target;      // the verify pass: K proposals = K + 1 tokens
-  double draft_s = 0.0;  // the verifier's cost per proposal (one draft pass)
+  PassTimes target;       // the verify pass: K proposals = K + 1 tokens
+  double draft_s = 0.0;   // the verifier's cost per proposal (one draft pass)
   bool overlap = false;   // partitioned: drafts are computed while the target verifies
   bool measured = false;  // false: relative defaults (plain pass = 1)
   // A parallel (PARD) draft proposes K in one pass over the last accepted
