@@ -99,11 +99,10 @@ double predicted(const spec::CostModel& c, double plain_s, const spec::SpecStats
   return predicted(c, plain_s, hist, accept_by_pos(st));
 }
 
-// The pass times probed again before each repeat. On a virtual machine the
-// memory-bound single-token pass and the compute-bound verify pass do not
-// move together when the host's bandwidth does (plain's rate moved 1.4x
-// between repeats here), so times cached in another state mispredict the
-// ratio by up to 30%.
+// The pass times probed again before each repeat. Where the memory
+// bandwidth moves (a virtual machine, a busy socket), the memory-bound
+// single-token pass and the compute-bound verify pass do not move together,
+// so pass times from another moment misjudge what a round saves.
 struct Probe {
   spec::CostModel cost;
   double plain_s = 0;
