@@ -123,5 +123,6 @@ def main():
         print(f"| {name} | {tps['median']:.2f} | {c['ratio_to_plain']:.2f} | "
               f"{c['predicted_ratio']:.2f} | {c['acceptance']:.2f} | {per_pass:.2f} | {ks} |")
 
+
 if __name__ == "__main__":
     main()

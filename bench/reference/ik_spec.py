@@ -24,12 +24,16 @@ usage: ik_spec.py ENGINE IK_BUILD TARGET DRAFT [--n 128] [--repeat 3]
 """
 import argparse
 import json
+import os
 import statistics
 import subprocess
+import tempfile
 
 
 def run(cmd):
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    # ik_llama.cpp writes llama.log into its working directory: not ours.
+    with tempfile.TemporaryDirectory() as cwd:
+        p = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd)
     if p.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stderr[-2000:]}")
     return p.stdout + p.stderr
@@ -65,6 +69,8 @@ def main():
     ap.add_argument("--prompt", default="The quick brown fox")
     ap.add_argument("--json-out")
     a = ap.parse_args()
+    # ik_llama.cpp runs from a scratch directory (run()): the paths must not be relative.
+    a.engine, a.ik, a.target, a.draft = map(os.path.abspath, (a.engine, a.ik, a.target, a.draft))
 
     rows = {}  # name -> list of (tok/s, ratio to that engine's plain, ratio to our plain)
 
@@ -99,9 +105,8 @@ def main():
     for name, v in rows.items():
         med = [statistics.median(x[i] for x in v) for i in range(3)]
         acc = [x[3] for x in v if x[3] is not None]
-        print(f"| {name} | {med[0]:.2f} | {med[1]:.2f} | {med[2]:.2f} | "
-              f"{statistics.median(acc):.2f} |" if acc else
-              f"| {name} | {med[0]:.2f} | {med[1]:.2f} | {med[2]:.2f} | - |")
+        acc_col = f"{statistics.median(acc):.2f}" if acc else "-"
+        print(f"| {name} | {med[0]:.2f} | {med[1]:.2f} | {med[2]:.2f} | {acc_col} |")
 
 
 if __name__ == "__main__":
