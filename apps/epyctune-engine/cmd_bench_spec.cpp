@@ -112,9 +112,9 @@ Probe probe(eng::serving::Engine& e, eng::serving::Engine* plain, int max_k) {
   Probe p{e.cost_model(), 0.0};
   p.cost.target = spec::measure_pass_times(e.target(), max_k + 1);
   if (e.draft()) {
-    const auto t = spec::measure_pass_times(*e.draft(), p.cost.parallel_draft ? max_k + 1 : 1);
-    p.cost.draft_s = t.at(1);
-    if (p.cost.parallel_draft) p.cost.draft_pass = t;
+    const bool parallel = p.cost.parallel_draft;
+    const int n = spec::CostModel::draft_tokens_to_time(parallel, max_k);
+    p.cost.set_draft_times(spec::measure_pass_times(*e.draft(), n), parallel);
   }
   p.plain_s = plain ? spec::measure_pass_times(plain->target(), 1).at(1) : p.cost.verify_seconds(0);
   return p;

@@ -72,27 +72,30 @@ ls "$base/cache/epyctune/"passes-*.json >/dev/null || fail "no cost cache writte
 # mkmodel --attention-scale: the next token depends mostly on the current one,
 # so the model re-emits its continuation O when the prompt P + O + P returns to
 # it, and lookup drafts O from the context (bench/spec_lookup.py at 7B).
-# P + O + P for model $1: prints O's tokens, then the continuation's.
+P="hello world, this is"
+g24() { "$bin" generate -m "$1" -t 1 -n 24 --json "${@:2}"; }
+# P + O + P, where O is model $1's continuation of P (its tokens in $o_tokens).
 pop() {
-  local o p
-  o=$("$bin" generate -m "$1" -t 1 -n 24 --json -p "hello world, this is" --draft-max 0)
-  p=$(json 'j["text"]' <<<"$o")
-  json 'j["tokens"]' <<<"$o"
-  "$bin" generate -m "$1" -t 1 -n 24 --json -p "hello world, this is${p}hello world, this is" "${@:2}"
+  local o
+  o=$(g24 "$1" -p "$P" --draft-max 0)
+  o_tokens=$(json 'j["tokens"]' <<<"$o")
+  printf '%s' "$P$(json 'j["text"]' <<<"$o")$P"
 }
 "$bin" mkmodel "$base/c.gguf" --shape tiny,tied=0 --quant q8_0 -t 1 --attention-scale 0.01 2>/dev/null
 "$bin" mkmodel "$base/c0.gguf" --shape tiny,tied=0 --quant q8_0 -t 1 2>/dev/null
-r=$(pop "$base/c.gguf" --lookup 8 --draft-max 8)
-[[ $(head -1 <<<"$r") == "$(tail -n +2 <<<"$r" | json 'j["tokens"]')" ]] || fail "attention-scale: O not re-emitted: $r"
+pop "$base/c.gguf" >"$base/pop.txt"
+p=$(<"$base/pop.txt")
+r=$(g24 "$base/c.gguf" -p "$p" --lookup 8 --draft-max 8)
+[[ $o_tokens == "$(json 'j["tokens"]' <<<"$r")" ]] || fail "attention-scale: O not re-emitted: $o_tokens $r"
 # The tiny vocabulary's text does not survive re-tokenizing whole (byte pieces),
 # so lookup finds only parts of O in the prompt.
-[[ $(tail -n +2 <<<"$r" | json 'j["spec"]["lookup_accepted"] >= 8 and j["spec"]["target_passes"] <= 16') == True ]] ||
+[[ $(json 'j["spec"]["lookup_accepted"] >= 8 and j["spec"]["target_passes"] <= 16' <<<"$r") == True ]] ||
   fail "lookup did not draft the reused span: $r"
-r0=$(pop "$base/c0.gguf" --draft-max 0)
-[[ $(head -1 <<<"$r0") != "$(tail -n +2 <<<"$r0" | json 'j["tokens"]')" ]] || fail "unscaled model re-emits O too"
+pop "$base/c0.gguf" >"$base/pop0.txt"
+r0=$(g24 "$base/c0.gguf" -p "$(<"$base/pop0.txt")" --draft-max 0)
+[[ $o_tokens != "$(json 'j["tokens"]' <<<"$r0")" ]] || fail "unscaled model re-emits O too"
 "$bin" mkmodel "$base/x.gguf" --shape tiny --attention-scale 0 >/dev/null 2>&1 && fail "--attention-scale 0 accepted"
-p=$(json 'j["text"]' <<<"$("$bin" generate -m "$base/c.gguf" -t 1 -n 24 --json -p "hello world, this is")")
-lb=$("$bin" bench -m "$base/c.gguf" --lookup 8 --spec 8 -p "hello world, this is${p}hello world, this is" -n 24 -r 1 -t 1 --bw-mib 16 --json)
+lb=$("$bin" bench -m "$base/c.gguf" --lookup 8 --spec 8 -p "$p" -n 24 -r 1 -t 1 --bw-mib 16 --json)
 [[ $(json 'j["configs"][1]["acceptance"] >= 0.25, j["draft"], len(j["probes"])' <<<"$lb") == "True  1" ]] ||
   fail "bench --lookup without a draft: $lb"
 

@@ -202,13 +202,11 @@ void Engine::measure_costs() {
   cost_.draft_s = 0.0;  // lookup costs next to nothing
   if (draft_) {
     const auto& pool = partitioned() ? *draft_pool_ : *verify_pool_;
-    // A parallel draft's round is one pass of about K + 1 tokens.
-    const int n = pard_ ? cfg_.draft_max + 1 : 1;
-    const auto t =
-        speculative::cached_pass_times(*draft_, key(cfg_.draft, pool), n, cfg_.cost_cache, &note);
-    cost_.draft_s = t.at(1);
-    cost_.parallel_draft = pard_ != nullptr;
-    if (pard_) cost_.draft_pass = t;
+    const bool parallel = pard_ != nullptr;
+    const int n = speculative::CostModel::draft_tokens_to_time(parallel, cfg_.draft_max);
+    cost_.set_draft_times(
+        speculative::cached_pass_times(*draft_, key(cfg_.draft, pool), n, cfg_.cost_cache, &note),
+        parallel);
     cost_note_ += "; draft: " + note;
   }
   cost_.overlap = partitioned();

@@ -39,6 +39,15 @@ struct CostModel {
   PassTimes draft_pass;
 
   double verify_seconds(int k) const { return target.at(k + 1); }
+  // The draft's pass sizes to time: one token, or up to K+1 for a parallel draft.
+  static int draft_tokens_to_time(bool parallel, int max_k) { return parallel ? max_k + 1 : 1; }
+  // Takes the draft's timed passes: draft_s from the one-token pass, and the
+  // whole curve for a parallel draft.
+  void set_draft_times(const PassTimes& t, bool parallel) {
+    draft_s = t.at(1);
+    parallel_draft = parallel;
+    draft_pass = parallel ? t : PassTimes{};
+  }
   // The draft's time for K proposals: K passes, or one parallel pass.
   double draft_seconds(int k) const {
     if (k <= 0) return 0.0;
