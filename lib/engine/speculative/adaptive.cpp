@@ -17,8 +17,9 @@ constexpr double kSlopeDecay = 0.99;
 AdaptiveController::AdaptiveController(AdaptiveOptions opt, const CostModel& seed)
     : opt_(opt), seed_(seed), next_backoff_(opt.backoff_min) {
   if (opt_.max_k < 1) throw std::invalid_argument("adaptive drafting needs a maximum K >= 1");
-  tried_.assign(static_cast<size_t>(opt_.max_k), 0.0);
-  acc_.assign(static_cast<size_t>(opt_.max_k), 0.0);
+  const int slots = seed_.parallel_draft ? opt_.max_k : std::max(opt_.max_k, opt_.max_run_age);
+  tried_.assign(static_cast<size_t>(slots), 0.0);
+  acc_.assign(static_cast<size_t>(slots), 0.0);
   const auto& t = seed_.target;
   std::vector<std::pair<double, double>> pts;
   for (int n = 1; n <= opt_.max_k + 1; ++n)
@@ -34,22 +35,26 @@ double AdaptiveController::pooled_accept(double extra_accepted) const {
          (t + opt_.prior_weight + extra_accepted);
 }
 
+size_t AdaptiveController::slot(int pos) const {
+  const int64_t i = seed_.parallel_draft ? pos - 1 : run_ + pos - 1;
+  return static_cast<size_t>(std::clamp<int64_t>(i, 0, static_cast<int64_t>(tried_.size()) - 1));
+}
+
+double AdaptiveController::slot_accept(size_t i, double pooled) const {
+  return (acc_[i] + opt_.position_weight * pooled) / (tried_[i] + opt_.position_weight);
+}
+
 double AdaptiveController::accept_at(int pos) const {
   const double pooled = pooled_accept();
   if (pos < 1 || pos > opt_.max_k) return pooled;
-  const auto i = static_cast<size_t>(pos - 1);
-  return (acc_[i] + opt_.position_weight * pooled) / (tried_[i] + opt_.position_weight);
+  return slot_accept(slot(pos), pooled);
 }
 
 double AdaptiveController::expected_tokens(int k) const {
   const double pooled = pooled_accept();
   double e = 1.0, run = 1.0;
   for (int i = 1; i <= k; ++i) {
-    const double a = i <= opt_.max_k
-                         ? (acc_[static_cast<size_t>(i - 1)] + opt_.position_weight * pooled) /
-                               (tried_[static_cast<size_t>(i - 1)] + opt_.position_weight)
-                         : pooled;
-    run *= a;
+    run *= i <= opt_.max_k ? slot_accept(slot(i), pooled) : pooled;
     e += run;
   }
   return e;
@@ -137,14 +142,17 @@ void AdaptiveController::observe(const RoundObservation& r) {
   const int k = std::clamp(r.k, 0, opt_.max_k);
   if (k > 0) {
     for (size_t i = 0; i < tried_.size(); ++i) tried_[i] *= opt_.decay, acc_[i] *= opt_.decay;
-    // Position i is tried only when every proposal before it was accepted.
+    // Proposal i is tried only when every proposal before it was accepted.
     for (int i = 0; i < k && i <= r.accepted; ++i) {
-      tried_[static_cast<size_t>(i)] += 1.0;
-      if (i < r.accepted) acc_[static_cast<size_t>(i)] += 1.0;
+      const size_t s = slot(i + 1);
+      tried_[s] += 1.0;
+      if (i < r.accepted) acc_[s] += 1.0;
     }
     wait_sum_ = wait_sum_ * opt_.decay + r.wait_s;
     wait_w_ = wait_w_ * opt_.decay + draft_weight(k);
   }
+  // The round's tokens: its accepted proposals and the target's own one.
+  run_ = k > 0 && r.accepted < k ? 0 : run_ + std::max(0, r.accepted) + 1;
   obs_.scale(kTimeDecay);
   slope_obs_.scale(kSlopeDecay);
   if (r.verify_s > 0) {

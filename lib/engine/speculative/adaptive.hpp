@@ -4,7 +4,16 @@
 //
 // Per round the target yields E(K) = 1 + sum_{i<=K} prod_{j<=i} a_j tokens,
 // where a_j = P(proposal j accepted | proposals 1..j-1 accepted), and the
-// round costs time(K) = wait(K) + verify(K). The controller picks the K with
+// round costs time(K) = wait(K) + verify(K). For a source that proposes one
+// token after another (a draft model, lookup), a_j is estimated by the age
+// of the run the proposal would extend: the tokens since the last rejection.
+// Acceptance there follows the text, not the round: a lookup match ends
+// where the edited span does, wherever the round began, and a draft model
+// meets a hard stretch after an easy one. Indexing by position in the round
+// instead mixes proposals at every age, so long spans look like geometric
+// decay and the rounds stop short of where the run really ends. A parallel
+// draft's proposal j is predicted without the j-1 before it, so there the
+// position in the round is what its acceptance depends on. The controller picks the K with
 // the best E/time, the first round at once whatever the prior says; when no
 // K beats plain decoding (one single-token pass per token) it decodes plain
 // and probes again later, waiting longer each time a probe fails and
@@ -29,6 +38,8 @@ struct AdaptiveOptions {
   // Shrinks a position's estimate toward the all-positions one, so positions
   // never reached yet borrow what the reached ones show.
   double position_weight = 2.0;
+  // Run ages told apart (the last slot holds every older age).
+  int max_run_age = 64;
   // Per-round forgetting of old evidence (acceptance drifts with the text).
   double decay = 0.97;
   // A K must beat plain decoding by this factor to be drafted.
@@ -71,11 +82,15 @@ class AdaptiveController {
   double draft_weight(int k) const;
   // All positions together; extra_accepted adds pseudo-accepted proposals.
   double pooled_accept(double extra_accepted = 0.0) const;
+  // The estimate slot of proposal pos (1-based) of the next round.
+  size_t slot(int pos) const;
+  double slot_accept(size_t i, double pooled) const;
 
   AdaptiveOptions opt_;
   CostModel seed_;
-  // Decayed counts per position (index 0 = position 1).
+  // Decayed counts per slot: run age, or position in the round (slot()).
   std::vector<double> tried_, acc_;
+  int64_t run_ = 0;  // tokens since the last rejected proposal
   // Verify time as a line in the pass's tokens: the seed's points give a
   // prior slope, the rounds' timings (decayed) the level and, once they
   // spread over several K, the slope. A per-K table would trap the
