@@ -120,6 +120,21 @@ Probe probe(eng::serving::Engine& e, eng::serving::Engine* plain, int max_k) {
   return p;
 }
 
+// The best ratio a K up to max_k could reach if every proposal were
+// accepted: what even a draft that always agrees is held to on this host by
+// its own cost and by how the verify pass grows with K.
+struct Ceiling {
+  int k = 0;
+  double ratio = 1.0;
+};
+Ceiling ceiling(const Probe& p, int max_k) {
+  Ceiling best;
+  const std::vector<double> all = {1.0};
+  for (int k = 1; k <= max_k; ++k)
+    if (const double r = predicted(p.cost, p.plain_s, {{k, 1}}, all); r > best.ratio) best = {k, r};
+  return best;
+}
+
 // K over time, run-length coded: "4x3 8x12 0x40" (K x rounds).
 std::string timeline(const std::vector<int16_t>& ks) {
   std::string out;
@@ -279,7 +294,14 @@ struct Report {
   Roofline roof;
   double plain_s;
   size_t prompt_tokens;
+  int max_k;
 };
+
+std::vector<Ceiling> ceilings(const Report& r) {
+  std::vector<Ceiling> out;
+  for (const auto& p : r.probes) out.push_back(ceiling(p, r.max_k));
+  return out;
+}
 
 nlohmann::json report_json(const Report& r) {
   const auto& cost = r.e.cost_model();
@@ -307,6 +329,16 @@ nlohmann::json report_json(const Report& r) {
                            {"pass_n", p.cost.target.n},
                            {"pass_s", p.cost.target.s},
                            {"draft_s", p.cost.draft_s}});
+  std::vector<double> ceil_ratio;
+  std::vector<int> ceil_k;
+  for (const Ceiling& c : ceilings(r)) {
+    ceil_ratio.push_back(c.ratio);
+    ceil_k.push_back(c.k);
+  }
+  j["ceiling"] = {{"ratio", median(ceil_ratio)},
+                  {"per_repeat", ceil_ratio},
+                  {"k_per_repeat", ceil_k},
+                  {"max_k", r.max_k}};
   j["roofline"] = {{"bandwidth_gbps", r.roof.gbps},
                    {"bytes_per_token", r.roof.bytes_per_token},
                    {"tokens_per_s", r.roof.tps()},
@@ -337,6 +369,14 @@ void print_report(const Report& r) {
         fmt::format(" {:.1f}/{:.2f}x/{:.1f}", p.plain_s * 1e3,
                     p.cost.verify_seconds(8) / p.cost.verify_seconds(0), p.cost.draft_s * 1e3);
   fmt::print("probed before each repeat (single pass ms / K=8 verify / draft ms):{}\n", probed);
+  std::vector<double> ceil_ratio;
+  std::string ceil_each;
+  for (const Ceiling& c : ceilings(r)) {
+    ceil_ratio.push_back(c.ratio);
+    ceil_each += fmt::format(" x{:.2f}@K={}", c.ratio, c.k);
+  }
+  fmt::print("ceiling, every proposal accepted (K <= {}): x{:.2f} (per repeat:{})\n", r.max_k,
+             median(ceil_ratio), ceil_each);
   fmt::print(
       "predicted: median over repeats, from each repeat's probe; cached: from the cached times "
       "(for plain: the cached single-token rate over the measured one)\n");
@@ -395,7 +435,7 @@ int run_spec_bench(const SpecBenchOptions& o) {
         accumulate(runs[i], st, probes.back());
       }
     }
-    const Report rep{o, e, cfgs, runs, probes, roof, plain_s, prompt.size()};
+    const Report rep{o, e, cfgs, runs, probes, roof, plain_s, prompt.size(), max_k};
     if (o.json)
       std::cout << report_json(rep).dump(2) << '\n';
     else

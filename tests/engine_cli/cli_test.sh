@@ -66,6 +66,11 @@ sb=$("$bin" bench -m "$base/t.gguf" --draft "$base/t.gguf" --spec adaptive,2 -n 
 ls "$base/cache/epyctune/"passes-*.json >/dev/null || fail "no cost cache written"
 [[ $(json 'len(j["probes"]), len(j["configs"][1]["predicted_per_repeat"])' <<<"$sb") == "1 1" ]] ||
   fail "bench --spec: one pass-time probe and one prediction per repeat: $sb"
+# The ceiling: the best K at full acceptance, per probe; K=0 (x1.0) when no K
+# beats plain even then, as a draft as dear as its target may.
+[[ $(json 'j["ceiling"]["max_k"], len(j["ceiling"]["per_repeat"]), j["ceiling"]["ratio"] >= 1.0,
+  (j["ceiling"]["k_per_repeat"][0] == 0) == (j["ceiling"]["ratio"] == 1.0)' <<<"$sb") == "16 1 True True" ]] ||
+  fail "bench --spec ceiling: $sb"
 "$bin" bench -m "$base/t.gguf" --draft "$base/t.gguf" --spec 0 >/dev/null 2>&1 && fail "--spec 0 accepted"
 "$bin" bench -m "$base/t.gguf" --batch 1 -n 2 -r 1 >/dev/null 2>&1 && fail "bench -n accepted"
 
