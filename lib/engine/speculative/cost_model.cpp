@@ -77,17 +77,23 @@ PassTimes measure_pass_times(CausalLM& m, int max_tokens, int ctx, int passes) {
   // One warm-up pass (page faults, first-touch scratch); later sizes reuse it.
   m.forward(std::span<const int32_t>(toks.data() + ctx, 1), logits.data());
   m.truncate(ctx);
-  for (int n : t.n) {
-    std::span<const int32_t> batch(toks.data() + ctx, static_cast<size_t>(n));
-    std::vector<double> v;
-    for (int p = 0; p < passes; ++p) {
+  // Sweeps over the sizes, not passes of one size in a row: a disturbance
+  // of a few hundred ms (another process, the guest's bandwidth dipping)
+  // then lands on one pass of several sizes, which each size's median
+  // drops, not on every pass of one size, putting a step in the curve that
+  // no K really has.
+  std::vector<std::vector<double>> v(t.n.size());
+  for (int p = 0; p < std::max(1, passes); ++p)
+    for (size_t i = 0; i < t.n.size(); ++i) {
+      std::span<const int32_t> batch(toks.data() + ctx, static_cast<size_t>(t.n[i]));
       const auto t0 = Clock::now();
       m.forward(batch, logits.data());
-      v.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+      v[i].push_back(std::chrono::duration<double>(Clock::now() - t0).count());
       m.truncate(ctx);
     }
-    std::sort(v.begin(), v.end());
-    t.s.push_back(v[v.size() / 2]);
+  for (auto& vi : v) {
+    std::sort(vi.begin(), vi.end());
+    t.s.push_back(vi[vi.size() / 2]);
   }
   m.truncate(0);
   return t;
