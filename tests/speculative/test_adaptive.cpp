@@ -70,7 +70,7 @@ Sim simulate_text(const CostModel& c, int tokens, const TextSource& src, int fix
     const int k = want > 0 ? src.offered(want, s.tokens) : 0;
     const int m = k > 0 ? src.accepted(k, s.tokens) : 0;
     const double wait = c.draft_seconds(k), verify = c.verify_seconds(k);
-    if (fixed_k == 0) ctl.observe({k, m, wait, verify});
+    if (fixed_k == 0) ctl.observe({k, m, wait, verify, want > 0 && k == 0});
     s.time += wait + verify;
     s.tokens += m + 1;
     s.ks.push_back(k);
@@ -343,6 +343,7 @@ TEST_CASE("lookup through an edited copy drafts to the end of each span") {
   const Sim s = simulate_text(c, 2000, src);
   // Position in the round would read the edits as acceptance falling along
   // every round and stop short of them: 82% of the best fixed K before the
-  // estimate followed the run's age.
-  CHECK(speedup(s, c) >= 0.95 * best);
+  // estimate followed the run's age, 96% while a run went on through a
+  // lookup that found nothing, 99% now.
+  CHECK(speedup(s, c) >= 0.97 * best);
 }

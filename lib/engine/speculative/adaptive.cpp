@@ -151,8 +151,15 @@ void AdaptiveController::observe(const RoundObservation& r) {
     wait_sum_ = wait_sum_ * opt_.decay + r.wait_s;
     wait_w_ = wait_w_ * opt_.decay + draft_weight(k);
   }
-  // The round's tokens: its accepted proposals and the target's own one.
-  run_ = k > 0 && r.accepted < k ? 0 : run_ + std::max(0, r.accepted) + 1;
+  // The round's tokens: its accepted proposals and the target's own one. A
+  // source that went dry restarts the run as a rejection does: a lookup
+  // that lost its match after an edit, whether the edit was rejected or
+  // taken as the verify pass's own token, finds its place again at the same
+  // distance before the next edit.
+  if (r.source_dry || (k > 0 && r.accepted < k))
+    run_ = 0;
+  else
+    run_ += std::max(0, r.accepted) + 1;
   obs_.scale(kTimeDecay);
   slope_obs_.scale(kSlopeDecay);
   if (r.verify_s > 0) {

@@ -59,6 +59,9 @@ struct RoundObservation {
   int accepted = 0;
   double wait_s = 0.0;
   double verify_s = 0.0;
+  // The source had nothing for a round that asked (lookup found no match):
+  // it has lost the text, and the run it tracks starts again after it.
+  bool source_dry = false;
 };
 
 class AdaptiveController {

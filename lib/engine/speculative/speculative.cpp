@@ -199,7 +199,9 @@ std::vector<int32_t> Generator::generate(std::span<const int32_t> prompt, int n_
     stats_.verify_s += verify;
     count_proposals(stats_, props, m);
     record_round(props.size(), m);
-    if (ctl) ctl->observe({static_cast<int>(props.size()), static_cast<int>(m), wait, verify});
+    if (ctl)
+      ctl->observe({static_cast<int>(props.size()), static_cast<int>(m), wait, verify,
+                    k > 0 && props.empty()});
 
     for (size_t i = 0; i <= m && !done; ++i) {
       const int32_t tok = i < m ? props[i].token : dec.next;
