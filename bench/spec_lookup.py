@@ -105,6 +105,9 @@ def main():
           f"{covered} continue a >= 4-token span of the context, longest reused run {longest}")
     print(f"roofline {roof['tokens_per_s']:.2f} tok/s = {roof['bandwidth_gbps']:.1f} GB/s / "
           f"{roof['bytes_per_token'] / 1e6:.0f} MB per token")
+    ceil = bench["ceiling"]
+    print(f"ceiling, every proposal accepted: x{ceil['ratio']:.2f} "
+          f"(K per repeat {ceil['k_per_repeat']})")
     print(f"load average at the end: {open('/proc/loadavg').read().split()[:3]}")
     print()
     print("| configuration | tok/s median | x plain (per repeat) | predicted | acceptance | "
