@@ -6,18 +6,20 @@
 // where a_j = P(proposal j accepted | proposals 1..j-1 accepted), and the
 // round costs time(K) = wait(K) + verify(K). For a source that proposes one
 // token after another (a draft model, lookup), a_j is estimated by the age
-// of the run the proposal would extend: the tokens since the last rejection.
-// Acceptance there follows the text, not the round: a lookup match ends
-// where the edited span does, wherever the round began, and a draft model
-// meets a hard stretch after an easy one. Indexing by position in the round
-// instead mixes proposals at every age, so long spans look like geometric
-// decay and the rounds stop short of where the run really ends. A parallel
-// draft's proposal j is predicted without the j-1 before it, so there the
-// position in the round is what its acceptance depends on. The controller picks the K with
-// the best E/time, the first round at once whatever the prior says; when no
-// K beats plain decoding (one single-token pass per token) it decodes plain
-// and probes again later, waiting longer each time a probe fails and
-// starting over when one pays.
+// of the run the proposal would extend: the tokens since the last rejection,
+// or since the source last had nothing to propose. Acceptance there follows
+// the text, not the round: a lookup match ends where the edited span does,
+// wherever the round began, and a draft model meets a hard stretch after an
+// easy one. Indexing by position in the round instead mixes proposals at
+// every age, so long spans look like geometric decay and the rounds stop
+// short of where the run really ends. A parallel draft's proposal j is
+// predicted without the j-1 before it, so there the position in the round is
+// what its acceptance depends on.
+//
+// The controller picks the K with the best E/time, the first round at once
+// whatever the prior says; when no K beats plain decoding (one single-token
+// pass per token) it decodes plain and probes again later, waiting longer
+// each time a probe fails and starting over when one pays.
 #pragma once
 
 #include <cstdint>
