@@ -128,11 +128,9 @@ struct Ceiling {
   double ratio = 1.0;
 };
 Ceiling ceiling(const Probe& p, int max_k) {
-  Ceiling best;
-  const std::vector<double> all = {1.0};
-  for (int k = 1; k <= max_k; ++k)
-    if (const double r = predicted(p.cost, p.plain_s, {{k, 1}}, all); r > best.ratio) best = {k, r};
-  return best;
+  const spec::BestK b = spec::best_draft_k(p.cost, max_k, 1.0);
+  const double ratio = b.tokens_per_s * p.plain_s;
+  return ratio > 1.0 ? Ceiling{b.k, ratio} : Ceiling{};
 }
 
 // K over time, run-length coded: "4x3 8x12 0x40" (K x rounds).

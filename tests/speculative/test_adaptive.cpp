@@ -290,6 +290,12 @@ TEST_CASE("cost model: expected tokens and predicted speed-up") {
   CHECK(q.draft_seconds(8) == doctest::Approx(0.25));
   CHECK(q.round_seconds(8) == doctest::Approx(0.25 + 1.9));
   CHECK(c.draft_seconds(8) == doctest::Approx(8 * 0.15));
+  // The best K at full acceptance grows as far as allowed; at none, K=1 is
+  // the cheapest round (each K yields the target's one token).
+  const BestK full = best_draft_k(c, 8, 1.0);
+  CHECK(full.k == 8);
+  CHECK(full.tokens_per_s == doctest::Approx(9.0 / (8 * 0.15 + 1.9)));
+  CHECK(best_draft_k(c, 8, 0.0).k == 1);
 }
 
 TEST_CASE("a perfect parallel draft is costed as one pass per round, not K") {

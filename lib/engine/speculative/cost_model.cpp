@@ -56,6 +56,15 @@ double predicted_speedup(const CostModel& c, int k, std::span<const double> acce
   return expected_tokens(k, accept) / c.round_seconds(k) * c.verify_seconds(0);
 }
 
+BestK best_draft_k(const CostModel& c, int max_k, double accept) {
+  const std::vector<double> a = {accept};
+  BestK best;
+  for (int k = 1; k <= max_k; ++k)
+    if (const double r = expected_tokens(k, a) / c.round_seconds(k); r > best.tokens_per_s)
+      best = {k, r};
+  return best;
+}
+
 PassTimes measure_pass_times(CausalLM& m, int max_tokens, int ctx, int passes) {
   using Clock = std::chrono::steady_clock;
   const int nv = m.n_vocab();

@@ -66,6 +66,13 @@ CostModel default_cost_model();
 double expected_tokens(int k, std::span<const double> accept);
 // Tokens per second of K against plain decoding (one single-token pass per token).
 double predicted_speedup(const CostModel& c, int k, std::span<const double> accept);
+// The K in 1..max_k with the most tokens per second under c when each
+// proposal is accepted with probability accept (the first such K on a tie).
+struct BestK {
+  int k = 1;
+  double tokens_per_s = 0.0;
+};
+BestK best_draft_k(const CostModel& c, int max_k, double accept);
 
 // Times passes of the batch sizes up to max_tokens after a ctx-token context,
 // median of `passes` each. Leaves the model's cache empty.

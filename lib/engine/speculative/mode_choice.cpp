@@ -11,11 +11,7 @@
 namespace epyctune::engine::speculative {
 
 double best_rate(const CostModel& c, int max_k, double accept) {
-  const std::vector<double> a = {accept};
-  double best = 1.0 / c.verify_seconds(0);
-  for (int k = 1; k <= max_k; ++k)
-    best = std::max(best, expected_tokens(k, a) / c.round_seconds(k));
-  return best;
+  return std::max(1.0 / c.verify_seconds(0), best_draft_k(c, max_k, accept).tokens_per_s);
 }
 
 namespace {
