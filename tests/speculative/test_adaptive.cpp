@@ -35,47 +35,44 @@ struct Sim {
   std::vector<int> ks;
 };
 
-// Runs rounds until `tokens` are generated; accept(k, round) says how many of
-// k proposals the target keeps.
-Sim simulate(const CostModel& c, int tokens, const std::function<int(int, int)>& accept,
-             int max_k = 16, const CostModel* seed = nullptr) {
+// A source that sees where in the text it is: offered(k, pos) proposals of
+// the k asked for (lookup finds no match after an edit), of which
+// accepted(n, round, pos) are kept; pos counts the tokens generated so far.
+struct Source {
+  std::function<int(int, int64_t)> offered;  // empty: all k asked for
+  std::function<int(int, int, int64_t)> accepted;
+};
+struct SimOptions {
+  int max_k = 16;
+  const CostModel* seed = nullptr;  // the controller's seed (default: the truth)
+  int fixed_k = 0;                  // > 0: draft that K every round, no controller
+};
+
+// Runs rounds until `tokens` are generated, timed by the cost model c.
+Sim run_rounds(const CostModel& c, int tokens, const Source& src, const SimOptions& so = {}) {
   AdaptiveOptions o;
-  o.max_k = max_k;
-  AdaptiveController ctl(o, seed ? *seed : c);
+  o.max_k = so.max_k;
+  AdaptiveController ctl(o, so.seed ? *so.seed : c);
   Sim s;
   for (int round = 0; s.tokens < tokens; ++round) {
-    const int k = ctl.choose();
-    const int m = k > 0 ? accept(k, round) : 0;
+    const int want = so.fixed_k > 0 ? so.fixed_k : ctl.choose();
+    const int k = want > 0 && src.offered ? src.offered(want, s.tokens) : want;
+    const int m = k > 0 ? src.accepted(k, round, s.tokens) : 0;
     const double wait = c.draft_seconds(k), verify = c.verify_seconds(k);
-    ctl.observe({k, m, wait, verify});
+    if (so.fixed_k == 0) ctl.observe({k, m, wait, verify, want > 0 && k == 0});
     s.time += wait + verify;
     s.tokens += m + 1;
     s.ks.push_back(k);
   }
   return s;
 }
-// A source that sees where in the text it is: offered(k, pos) proposals of
-// the k asked for (lookup finds no match after an edit), of which
-// accepted(n, pos) are kept; pos counts the tokens generated so far.
-struct TextSource {
-  std::function<int(int, int64_t)> offered, accepted;
-};
-// fixed_k > 0 drafts that K every round instead of asking a controller.
-Sim simulate_text(const CostModel& c, int tokens, const TextSource& src, int fixed_k = 0) {
-  AdaptiveOptions o;
-  AdaptiveController ctl(o, c);
-  Sim s;
-  while (s.tokens < tokens) {
-    const int want = fixed_k > 0 ? fixed_k : ctl.choose();
-    const int k = want > 0 ? src.offered(want, s.tokens) : 0;
-    const int m = k > 0 ? src.accepted(k, s.tokens) : 0;
-    const double wait = c.draft_seconds(k), verify = c.verify_seconds(k);
-    if (fixed_k == 0) ctl.observe({k, m, wait, verify, want > 0 && k == 0});
-    s.time += wait + verify;
-    s.tokens += m + 1;
-    s.ks.push_back(k);
-  }
-  return s;
+
+// accept(k, round) says how many of k proposals the target keeps.
+Sim simulate(const CostModel& c, int tokens, const std::function<int(int, int)>& accept,
+             int max_k = 16, const CostModel* seed = nullptr) {
+  Source src;
+  src.accepted = [&](int k, int round, int64_t) { return accept(k, round); };
+  return run_rounds(c, tokens, src, {max_k, seed, 0});
 }
 double speedup(const Sim& s, const CostModel& c) {
   return double(s.tokens) / s.time * c.verify_seconds(0);
@@ -334,9 +331,9 @@ TEST_CASE("lookup through an edited copy drafts to the end of each span") {
   c.draft_s = 1e-6;
   constexpr int64_t kSpan = 16;
   const auto edited = [](int64_t pos) { return pos % kSpan == kSpan - 1; };
-  TextSource src;
+  Source src;
   src.offered = [&](int k, int64_t pos) { return pos % kSpan == 0 ? 0 : k; };
-  src.accepted = [&](int k, int64_t pos) {
+  src.accepted = [&](int k, int, int64_t pos) {
     int m = 0;
     while (m < k && !edited(pos + m)) ++m;
     return m;
@@ -344,9 +341,10 @@ TEST_CASE("lookup through an edited copy drafts to the end of each span") {
   double best = 0;
   int best_k = 0;
   for (int k = 1; k <= 16; ++k)
-    if (const double r = speedup(simulate_text(c, 2000, src, k), c); r > best) best = r, best_k = k;
+    if (const double r = speedup(run_rounds(c, 2000, src, {16, nullptr, k}), c); r > best)
+      best = r, best_k = k;
   CAPTURE(best_k);
-  const Sim s = simulate_text(c, 2000, src);
+  const Sim s = run_rounds(c, 2000, src);
   // Position in the round would read the edits as acceptance falling along
   // every round and stop short of them: 82% of the best fixed K before the
   // estimate followed the run's age, 96% while a run went on through a

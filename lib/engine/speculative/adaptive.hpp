@@ -95,7 +95,7 @@ class AdaptiveController {
   CostModel seed_;
   // Decayed counts per slot: run age, or position in the round (slot()).
   std::vector<double> tried_, acc_;
-  int64_t run_ = 0;  // tokens since the last rejected proposal
+  int64_t run_ = 0;  // tokens since the last rejection, or since the source went dry
   // Verify time as a line in the pass's tokens: the seed's points give a
   // prior slope, the rounds' timings (decayed) the level and, once they
   // spread over several K, the slope. A per-K table would trap the
