@@ -139,7 +139,8 @@ void parse_record(const std::string& path, int line_no, const json& j, int forma
 json parse_json(const std::string& path, int line_no, std::string_view text) {
   try {
     return json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
+    // parse_error, and out_of_range for a number too large for a double.
     throw JournalError(path, line_no, fmt::format("not valid JSON ({})", e.what()));
   }
 }

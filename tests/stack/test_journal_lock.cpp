@@ -77,6 +77,11 @@ TEST_CASE("journal: header, entries, torn tail past the seal ignored, malformed 
         "{\"type\":\"original\",\"step\":\"x\",\"name\":\"y\",\"knob\":{\"kind\":\"value\"}}");
     CHECK_THROWS_WITH_AS(j.load(), doctest::Contains("line 4: missing field 'path'"), JournalError);
   }
+  SUBCASE("a number too large for a double is named as bad JSON, not a crash") {
+    std::ofstream(d.path() / "var/lib/epyctune/journal", std::ios::app)
+        << journal_record("{\"type\":\"original\",\"v\":2444e444444}");
+    CHECK_THROWS_WITH_AS(j.load(), doctest::Contains("not valid JSON"), JournalError);
+  }
   SUBCASE("revert clears the journal and the state dirs it created") {
     auto rv = revert_journal(sys);
     CHECK(rv.exit_code == kExitOk);
