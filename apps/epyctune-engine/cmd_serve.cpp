@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -20,6 +21,7 @@
 #include "engine/serving/engine.hpp"
 #include "engine/serving/http_server.hpp"
 #include "engine/serving/scheduler.hpp"
+#include "http/message.hpp"
 
 namespace epyctune::engine_cli {
 namespace {
@@ -30,8 +32,21 @@ struct ServeArgs {
   sv::EngineConfig engine;
   sv::ServeOptions http;
   int queue = 8;
-  size_t max_body = 1 << 20;
+  std::string api_key_file;
 };
+
+// The key file's first line, without its newline: a key on the command line
+// is visible to every local user in /proc.
+std::string read_key_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::invalid_argument("--api-key-file: cannot read " + path);
+  std::string key;
+  std::getline(in, key, '\n');
+  if (!key.empty() && key.back() == '\r') key.pop_back();
+  if (key.empty())
+    throw std::invalid_argument("--api-key-file: " + path + " holds no key on its first line");
+  return key;
+}
 
 // SIGTERM and SIGINT, taken by a thread of their own with sigwait: blocked
 // before any other thread starts, so every thread inherits the mask.
@@ -70,7 +85,16 @@ int run_serve(ServeArgs a) {
   if (a.http.port < 0 || a.http.port > 65535)
     throw std::invalid_argument("--port: must be 0 (a free port) to 65535");
   a.http.queue = static_cast<size_t>(a.queue);
-  a.http.max_body = a.max_body;
+  if (!a.api_key_file.empty()) {
+    if (!a.http.api_key.empty())
+      throw std::invalid_argument("--api-key and --api-key-file: give one of them");
+    a.http.api_key = read_key_file(a.api_key_file);
+  }
+  try {
+    epyctune::http::validate(a.http.limits);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("HTTP limits: ") + e.what());
+  }
   sv::Engine engine(a.engine);  // checks options and plans CPUs before anything binds
   if (a.http.model_name.empty())
     a.http.model_name = std::filesystem::path(engine.config().model).stem().string();
@@ -127,8 +151,26 @@ void add_serve_command(CLI::App& app, GlobalOptions& global) {
                   "deepseek, harmony");
   cmd->add_option("--model-alias", args->http.model_name,
                   "The model's name in replies and /v1/models (default: the file's stem)");
-  cmd->add_option("--max-body", args->max_body, "Largest request body in bytes (larger: 413)")
+  auto& lim = args->http.limits;
+  cmd->add_option("--max-body", lim.body_bytes,
+                  "Largest request body in bytes, in any transfer encoding (larger: 413)")
       ->capture_default_str();
+  cmd->add_option("--max-connections", lim.max_connections,
+                  "HTTP connections at once; beyond, the longest-idle one is closed, else 503")
+      ->capture_default_str();
+  cmd->add_option("--api-key", args->http.api_key,
+                  "Require 'Authorization: Bearer KEY' on every endpoint but /health and /metrics");
+  cmd->add_option("--api-key-file", args->api_key_file,
+                  "As --api-key, the key read from the file's first line (not visible in ps)");
+  cmd->add_option("--cors", args->http.cors_origin,
+                  "Let browsers from this origin ('*': any) call the API; off when not given");
+  cmd->add_option_function<double>(
+      "--timeout",
+      [&lim](double s) {
+        if (!(s > 0 && s <= 3600)) throw CLI::ValidationError("--timeout", "must be in (0, 3600]");
+        lim.header_deadline = std::chrono::milliseconds(static_cast<long>(s * 1000));
+      },
+      "Seconds a client has to send a request's headers (default 10; the body has 30)");
   add_engine_options(cmd, e);
   add_launch_options(cmd, e.launch);
   cmd->callback([args, &global] {

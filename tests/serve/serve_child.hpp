@@ -55,6 +55,7 @@ class ServeChild {
   ServeChild& operator=(const ServeChild&) = delete;
 
   const std::string& host() const { return host_; }
+  pid_t pid() const { return pid_; }
   int port() const { return port_; }
   const std::string& ready_line() const { return ready_line_; }
 

@@ -1,45 +1,22 @@
 #include "engine/serving/http_server.hpp"
 
-#include <httplib.h>
-
 #include <atomic>
 #include <chrono>
 #include <ctime>
 #include <mutex>
 #include <random>
-#include <thread>
 
+#include "engine/serving/completion_producer.hpp"
 #include "engine/serving/engine.hpp"
 #include "engine/serving/openai.hpp"
 #include "engine/serving/scheduler.hpp"
+#include "http/server.hpp"
 
 namespace epyctune::engine::serving {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
-
-// How often a handler waiting on its job checks that its client is still there.
-constexpr auto kPoll = std::chrono::milliseconds(50);
-
-thread_local Clock::time_point t_request_start;
-
-void send_json(httplib::Response& res, int status, const json& j) {
-  res.status = status;
-  res.set_content(dump(j), "application/json");
-}
-
-void send_error(httplib::Response& res, const ApiError& e) {
-  if (e.status == 503) res.set_header("Retry-After", "1");
-  send_json(res, e.status, error_body(e));
-}
-
-std::string known_endpoint(const std::string& path) {
-  for (const char* p :
-       {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/metrics"})
-    if (path == p) return path;
-  return "other";
-}
 
 std::string random_id(const char* prefix) {
   static std::mutex mu;
@@ -50,129 +27,201 @@ std::string random_id(const char* prefix) {
   return std::string(prefix) + buf;
 }
 
-// A completion in flight: what its content provider needs.
-struct Flight {
-  Endpoint endpoint;
-  ReplyMeta meta;
-  Usage usage;
-  bool stream = false, include_usage = false;
-  std::shared_ptr<Job> job;
-  bool cancelled = false;  // its client left and it was cancelled
+// The server's own refusals, in OpenAI's error shape.
+http::Reply refusal(int status, const std::string& message) {
+  const char* code = status == 408   ? "request_timeout"
+                     : status == 413 ? "request_too_large"
+                     : status == 431 ? "headers_too_large"
+                     : status == 503 ? "server_busy"
+                                     : "";
+  return error_reply(ApiError(status, message, "", code,
+                              status >= 500 ? "server_error" : "invalid_request_error"));
+}
+
+// Constant time in the key's length: a timing probe learns nothing of where
+// a guess first differs.
+bool same_secret(std::string_view a, std::string_view b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size(); ++i)
+    diff |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
+  return diff == 0;
+}
+
+struct Route {
+  const char* path;
+  const char* method;
+};
+constexpr Route kRoutes[] = {
+    {"/health", "GET"},
+    {"/metrics", "GET"},
+    {"/v1/models", "GET"},
+    {"/v1/completions", "POST"},
+    {"/v1/chat/completions", "POST"},
+    {"/tokenize", "POST"},
+    {"/detokenize", "POST"},
 };
 
 }  // namespace
 
 struct HttpServer::Impl {
   ServeOptions o;
-  httplib::Server svr;
   Metrics metrics;
-  std::thread listener;
   std::atomic<Engine*> engine{nullptr};
   Scheduler* scheduler = nullptr;
   int64_t started = std::time(nullptr);
+  http::Server server;
 
-  void routes();
-  void completion(Endpoint ep, const httplib::Request& req, httplib::Response& res);
+  explicit Impl(ServeOptions opts)
+      : o(std::move(opts)),
+        server(
+            o.limits, [this](const http::Request& r) { return handle(r); }, refusal) {}
+
+  http::Response handle(const http::Request& req);
+  http::Response route(const http::Request& req, const std::string& ep);
+  void add_cors(http::Reply& r) const;
+  http::Reply health();
+  nlohmann::json model(const std::string& id);
+  http::Response completion(Endpoint ep, const http::Request& req, Clock::time_point t0);
   std::shared_ptr<Flight> admit(Endpoint ep, const CompletionRequest& r);
-  bool stream(Flight& f, httplib::DataSink& sink);
-  bool whole(Flight& f, httplib::DataSink& sink);
-  // Waits for the job's next text; false when the client left (the job is then cancelled).
-  bool next(Flight& f, httplib::DataSink& sink, std::string& text, bool& ended);
-  void health(httplib::Response& res);
+  Engine& loaded();
 };
 
-void HttpServer::Impl::routes() {
-  svr.set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {
-    t_request_start = Clock::now();
-    return httplib::Server::HandlerResponse::Unhandled;
-  });
-  svr.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-    const std::string ep = known_endpoint(req.path);
-    // Latency of completed replies only: a stream whose client left is not one.
-    const bool timed = res.status == 200 && ep.starts_with("/v1/") && ep != "/v1/models" &&
-                       (!res.content_provider_ || res.content_provider_success_);
-    metrics.request(
-        ep, res.status,
-        timed ? std::chrono::duration<double>(Clock::now() - t_request_start).count() : -1.0);
-  });
-  // httplib's own refusals (no route, body over the bound, unreadable request).
-  svr.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req,
-                                                                    httplib::Response& res) {
-    if (!res.body.empty() || res.content_length_ > 0)
-      return httplib::Server::HandlerResponse::Unhandled;
-    std::string msg = "HTTP " + std::to_string(res.status) + " for " + req.method + " " + req.path;
-    if (res.status == 404) msg = "no route " + req.method + " " + req.path;
-    if (res.status == 413)
-      msg = "the request body is over " + std::to_string(o.max_body) + " bytes";
-    send_error(res, ApiError(res.status, msg));
-    return httplib::Server::HandlerResponse::Handled;
-  }));
-  svr.set_exception_handler(
-      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-        std::string msg = "internal error";
-        try {
-          std::rethrow_exception(ep);
-        } catch (const std::exception& e) {
-          msg = e.what();
-        } catch (...) {
-        }
-        send_error(res, ApiError(500, msg, "", "", "server_error"));
-      });
-  svr.Get("/health", [this](const httplib::Request&, httplib::Response& res) { health(res); });
-  svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    const QueueGauges q = engine ? scheduler->gauges() : QueueGauges{0, o.queue, 0};
-    res.set_content(metrics.render(q), "text/plain; version=0.0.4; charset=utf-8");
-  });
-  svr.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-    send_json(res, 200,
-              {{"object", "list"},
-               {"data", json::array({{{"id", o.model_name},
-                                      {"object", "model"},
-                                      {"created", started},
-                                      {"owned_by", "epyctune"}}})}});
-  });
-  svr.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    completion(Endpoint::completions, req, res);
-  });
-  svr.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    completion(Endpoint::chat, req, res);
-  });
+void HttpServer::Impl::add_cors(http::Reply& r) const {
+  if (o.cors_origin.empty()) return;
+  r.headers.push_back({"Access-Control-Allow-Origin", o.cors_origin});
+  if (o.cors_origin != "*") r.headers.push_back({"Vary", "Origin"});
 }
 
-void HttpServer::Impl::health(httplib::Response& res) {
+// The metrics label of a path: known ones as they are, the rest "other", so
+// a client cannot grow the label set.
+static std::string endpoint_label(const std::string& path) {
+  for (const auto& r : kRoutes)
+    if (path == r.path) return path;
+  if (path.starts_with("/v1/models/")) return "/v1/models/{id}";
+  return "other";
+}
+
+http::Response HttpServer::Impl::handle(const http::Request& req) {
+  const std::string ep = endpoint_label(req.path);
+  http::Response res;
+  try {
+    res = route(req, ep);
+  } catch (const ApiError& e) {
+    res.reply = error_reply(e);
+  }
+  if (!res.producer) {
+    add_cors(res.reply);
+    metrics.request(ep, res.reply.status);
+  }
+  return res;
+}
+
+http::Response HttpServer::Impl::route(const http::Request& req, const std::string& ep) {
+  const auto t0 = Clock::now();
+  if (req.method == "OPTIONS" && !o.cors_origin.empty()) {
+    http::Reply r;
+    r.status = 204;
+    r.content_type.clear();
+    r.headers = {{"Access-Control-Allow-Methods", "GET, POST, OPTIONS"},
+                 {"Access-Control-Allow-Headers", "Authorization, Content-Type"},
+                 {"Access-Control-Max-Age", "600"}};
+    return {r, nullptr};
+  }
+  const bool model_path = req.path.starts_with("/v1/models/") && req.path.size() > 11;
+  const char* method = nullptr;
+  for (const auto& r : kRoutes)
+    if (req.path == r.path) method = r.method;
+  if (model_path) method = "GET";
+  if (!method) throw ApiError(404, "no route " + req.method + " " + req.path, "", "not_found");
+  if (req.method != method) {
+    http::Reply r = error_reply(ApiError(405, req.path + " takes " + method + ", not " + req.method,
+                                         "", "method_not_allowed"));
+    r.headers.push_back({"Allow", method});
+    return {r, nullptr};
+  }
+  if (!o.api_key.empty() && ep != "/health" && ep != "/metrics") {
+    const auto auth = req.header("authorization");
+    if (!auth || !auth->starts_with("Bearer ") || !same_secret(auth->substr(7), o.api_key)) {
+      http::Reply r = error_reply(ApiError(
+          401,
+          auth ? "the API key is not valid" : "an API key is required: Authorization: Bearer KEY",
+          "", "invalid_api_key"));
+      r.headers.push_back({"WWW-Authenticate", "Bearer"});
+      return {r, nullptr};
+    }
+  }
+  if (ep == "/health") return {health(), nullptr};
+  if (ep == "/metrics") {
+    http::Reply r;
+    r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    const QueueGauges q = engine ? scheduler->gauges() : QueueGauges{0, o.queue, 0};
+    const http::ServerStats s = server.stats();
+    r.body = metrics.render(q, {s.open, o.limits.max_connections, s.refused + s.evicted,
+                                s.timed_out, s.too_large + s.malformed});
+    return {r, nullptr};
+  }
+  if (ep == "/v1/models")
+    return {json_reply(200, {{"object", "list"}, {"data", json::array({model(o.model_name)})}}),
+            nullptr};
+  if (model_path) return {json_reply(200, model(req.path.substr(11))), nullptr};
+  if (ep == "/v1/completions") return completion(Endpoint::completions, req, t0);
+  if (ep == "/v1/chat/completions") return completion(Endpoint::chat, req, t0);
+  Engine& e = loaded();
+  if (ep == "/tokenize")
+    return {json_reply(200, tokenize_reply(e.tokenizer(), parse_tokenize(req.body))), nullptr};
+  // /detokenize
+  const auto ids = parse_detokenize(req.body, e.tokenizer().n_vocab());
+  return {json_reply(200, {{"content", e.tokenizer().decode(ids)}}), nullptr};
+}
+
+json HttpServer::Impl::model(const std::string& id) {
+  if (id != o.model_name)
+    throw ApiError(
+        404, "no model '" + id.substr(0, 200) + "': this server serves '" + o.model_name + "'",
+        "model", "model_not_found");
+  return {
+      {"id", o.model_name}, {"object", "model"}, {"created", started}, {"owned_by", "epyctune"}};
+}
+
+Engine& HttpServer::Impl::loaded() {
+  Engine* e = engine.load();
+  if (!e) throw ApiError(503, "the model is loading", "", "loading", "server_error");
+  return *e;
+}
+
+http::Reply HttpServer::Impl::health() {
   Engine* e = engine.load();
   if (!e) {
-    res.set_header("Retry-After", "1");
-    send_json(res, 503, {{"status", "loading"}, {"model", o.model_name}});
-    return;
+    http::Reply r = json_reply(503, {{"status", "loading"}, {"model", o.model_name}});
+    r.headers.push_back({"Retry-After", "1"});
+    return r;
   }
   const QueueGauges q = scheduler->gauges();
-  send_json(res, 200,
-            {{"status", "ok"},
-             {"model", o.model_name},
-             {"n_ctx", e->n_ctx()},
-             {"speculative", e->speculative()},
-             {"spec_mode", speculative::spec_mode_name(e->plan().mode)},
-             {"draft", e->draft() != nullptr},
-             {"queue", {{"depth", q.depth}, {"capacity", q.capacity}, {"in_flight", q.in_flight}}},
-             {"launch", e->launch() ? e->launch()->report() : json(nullptr)}});
+  return json_reply(
+      200, {{"status", "ok"},
+            {"model", o.model_name},
+            {"n_ctx", e->n_ctx()},
+            {"speculative", e->speculative()},
+            {"spec_mode", speculative::spec_mode_name(e->plan().mode)},
+            {"draft", e->draft() != nullptr},
+            {"queue", {{"depth", q.depth}, {"capacity", q.capacity}, {"in_flight", q.in_flight}}},
+            {"launch", e->launch() ? e->launch()->report() : json(nullptr)}});
 }
 
 // Checks, tokenizes and queues one request; throws ApiError.
 std::shared_ptr<Flight> HttpServer::Impl::admit(Endpoint ep, const CompletionRequest& r) {
-  Engine& e = *engine.load();
+  Engine& e = loaded();
   JobInput in;
   in.prompt = ep == Endpoint::chat ? chat_prompt_tokens(e.tokenizer(), r.messages, o.chat_template)
                                    : e.tokenizer().encode(r.prompt, true);
   const auto n_prompt = static_cast<int64_t>(in.prompt.size());
-  if (in.prompt.empty())
-    throw ApiError(400, "the prompt encodes to no tokens",
-                   ep == Endpoint::chat ? "messages" : "prompt");
+  const char* what = ep == Endpoint::chat ? "messages" : "prompt";
+  if (in.prompt.empty()) throw ApiError(400, "the prompt encodes to no tokens", what);
   if (n_prompt > e.n_ctx())
     throw ApiError(400,
                    "the prompt is " + std::to_string(n_prompt) + " tokens, the context holds " +
-                       std::to_string(e.n_ctx()),
-                   ep == Endpoint::chat ? "messages" : "prompt", "context_length_exceeded");
+                       std::to_string(e.n_ctx()) + " (serve -c sets it)",
+                   what, "context_length_exceeded");
   // OpenAI's defaults: 16 tokens for a completion, the context's room for a chat.
   in.max_tokens =
       r.max_tokens.value_or(ep == Endpoint::chat ? e.n_ctx() - static_cast<int>(n_prompt) : 16);
@@ -201,128 +250,29 @@ std::shared_ptr<Flight> HttpServer::Impl::admit(Endpoint ep, const CompletionReq
   return f;
 }
 
-void HttpServer::Impl::completion(Endpoint ep, const httplib::Request& req,
-                                  httplib::Response& res) {
-  try {
-    if (!engine) throw ApiError(503, "the model is loading", "", "loading", "server_error");
-    if (req.body.size() > o.max_body)
-      throw ApiError(413, "the request body is over " + std::to_string(o.max_body) + " bytes");
-    const CompletionRequest r = parse_request(ep, req.body);
-    auto f = admit(ep, r);
-    // The provider runs once headers are out; the releaser runs in every
-    // case, so a job whose client never got that far still leaves the queue.
-    auto provider = [this, f](size_t, httplib::DataSink& sink) {
-      return f->stream ? stream(*f, sink) : whole(*f, sink);
-    };
-    auto release = [this, f](bool) {
-      std::string ignore;
-      if (!f->cancelled && !f->job->wait(ignore, std::chrono::milliseconds(0))) {
-        metrics.cancelled();  // first: whoever sees the slot free sees the count
-        scheduler->cancel(f->job);
-      }
-    };
-    if (f->stream) res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider(f->stream ? "text/event-stream" : "application/json", provider,
-                                     release);
-  } catch (const ApiError& e) {
-    send_error(res, e);
-  }
+http::Response HttpServer::Impl::completion(Endpoint ep, const http::Request& req,
+                                            Clock::time_point t0) {
+  loaded();
+  const CompletionRequest r = parse_request(ep, req.body);
+  auto f = admit(ep, r);
+  auto p = std::make_shared<CompletionProducer>(std::move(*f), *scheduler, metrics, t0);
+  if (!o.cors_origin.empty())
+    p->set_extra_headers({{"Access-Control-Allow-Origin", o.cors_origin}});
+  return {{}, p};
 }
 
-bool HttpServer::Impl::next(Flight& f, httplib::DataSink& sink, std::string& text, bool& ended) {
-  ended = f.job->wait(text, kPoll);
-  if (ended || sink.is_writable()) return true;
-  f.cancelled = true;
-  metrics.cancelled();  // first: whoever sees the slot free sees the count
-  scheduler->cancel(f.job);
-  return false;
-}
-
-bool HttpServer::Impl::stream(Flight& f, httplib::DataSink& sink) {
-  auto send = [&](const json& j) {
-    const std::string ev = sse_event(j);
-    return sink.write(ev.data(), ev.size());
-  };
-  if (f.endpoint == Endpoint::chat && !send(stream_chunk(f.endpoint, f.meta, "", "", true)))
-    return false;
-  for (bool ended = false; !ended;) {
-    std::string text;
-    if (!next(f, sink, text, ended)) return false;
-    if (!text.empty() && !send(stream_chunk(f.endpoint, f.meta, text, ""))) return false;
-  }
-  if (!f.job->error().empty() || f.job->finish_reason().empty()) {
-    const std::string why = f.job->error().empty() ? "cancelled" : f.job->error();
-    send({{"error",
-           {{"message", why}, {"type", "server_error"}, {"param", nullptr}, {"code", nullptr}}}});
-    return false;  // cut the stream: no [DONE] for a completion that did not end
-  }
-  f.usage.completion_tokens = f.job->completion_tokens();
-  if (!send(stream_chunk(f.endpoint, f.meta, "", f.job->finish_reason()))) return false;
-  if (f.include_usage && !send(usage_chunk(f.endpoint, f.meta, f.usage))) return false;
-  static const std::string kDone = "data: [DONE]\n\n";
-  if (!sink.write(kDone.data(), kDone.size())) return false;
-  sink.done();
-  return true;
-}
-
-bool HttpServer::Impl::whole(Flight& f, httplib::DataSink& sink) {
-  std::string text;
-  for (bool ended = false; !ended;)
-    if (!next(f, sink, text, ended)) return false;
-  json body;
-  if (!f.job->error().empty() || f.job->finish_reason().empty()) {
-    const std::string why = f.job->error().empty() ? "cancelled" : f.job->error();
-    body = error_body(ApiError(500, why, "", "", "server_error"));
-  } else {
-    f.usage.completion_tokens = f.job->completion_tokens();
-    body = completion_reply(f.endpoint, f.meta, text, f.job->finish_reason(), f.usage);
-  }
-  const std::string s = dump(body);
-  if (!sink.write(s.data(), s.size())) return false;
-  sink.done();
-  return true;
-}
-
-HttpServer::HttpServer(ServeOptions o) : impl_(std::make_unique<Impl>()) {
-  impl_->o = std::move(o);
-  auto& opt = impl_->o;
-  // Every waiting request holds an HTTP thread (it streams from it), so the
-  // pool has room for the queue, the running one, and spares that answer
-  // 503, /health and /metrics while the queue is full.
-  const size_t threads =
-      opt.http_threads ? opt.http_threads : opt.queue + 1 + ServeOptions::kSpareHttpThreads;
-  impl_->svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  impl_->svr.set_payload_max_length(opt.max_body);
-  impl_->svr.set_keep_alive_timeout(2);  // idle keep-alive threads end soon on stop
-  // A reply goes out in several small writes (headers, chunks, the last
-  // chunk): without TCP_NODELAY, Nagle holds each behind the client's
-  // delayed ACK.
-  impl_->svr.set_tcp_nodelay(true);
-  impl_->routes();
-}
+HttpServer::HttpServer(ServeOptions o) : impl_(std::make_unique<Impl>(std::move(o))) {}
 
 HttpServer::~HttpServer() {
   stop();
 }
 
 int HttpServer::bind() {
-  auto& o = impl_->o;
-  int port = o.port;
-  if (o.port == 0) {
-    port = impl_->svr.bind_to_any_port(o.host);
-    if (port < 0) throw std::runtime_error("cannot bind " + o.host + " to a free port");
-  } else if (!impl_->svr.bind_to_port(o.host, o.port)) {
-    throw std::runtime_error("cannot bind " + o.host + ":" + std::to_string(o.port) +
-                             " (in use, or not an address of this host)");
-  }
-  return port;
+  return impl_->server.bind(impl_->o.host, impl_->o.port);
 }
 
 void HttpServer::start() {
-  impl_->listener = std::thread([this] { impl_->svr.listen_after_bind(); });
-  // stop() only stops a server that runs: wait until it does.
-  for (int i = 0; i < 1000 && !impl_->svr.is_running(); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  impl_->server.start();
 }
 
 void HttpServer::attach(Engine& engine, Scheduler& scheduler) {
@@ -331,8 +281,8 @@ void HttpServer::attach(Engine& engine, Scheduler& scheduler) {
 }
 
 void HttpServer::stop() {
-  impl_->svr.stop();
-  if (impl_->listener.joinable()) impl_->listener.join();
+  // Replies the stopped scheduler just ended (503s, error events) go out.
+  impl_->server.stop(std::chrono::milliseconds(2000));
 }
 
 Metrics& HttpServer::metrics() {

@@ -47,7 +47,7 @@ void Metrics::generation(int64_t prompt_tokens, const speculative::SpecStats& st
   if (st.generated > 0) last_tok_s_ = st.tokens_per_second();
 }
 
-std::string Metrics::render(const QueueGauges& q) const {
+std::string Metrics::render(const QueueGauges& q, const ConnectionGauges& c) const {
   std::lock_guard lk(mu_);
   std::string out;
   head(out, "requests_total", "counter", "HTTP requests answered, by endpoint and status code.");
@@ -77,6 +77,17 @@ std::string Metrics::render(const QueueGauges& q) const {
   metric(out, "queue_capacity", "gauge", "Requests that may wait (--queue).", double(q.capacity));
   metric(out, "in_flight", "gauge", "Completions being generated now (0 or 1).",
          double(q.in_flight));
+  metric(out, "connections", "gauge", "HTTP connections open now.", double(c.open));
+  metric(out, "connections_max", "gauge", "HTTP connections allowed at once (--max-connections).",
+         double(c.capacity));
+  metric(out, "connections_refused_total", "counter",
+         "Connections turned away (503) or idle ones closed to make room, at the cap.",
+         double(c.refused));
+  metric(out, "request_timeouts_total", "counter",
+         "Requests whose headers or body missed their deadline (408).", double(c.timed_out));
+  metric(out, "unreadable_requests_total", "counter",
+         "Requests refused before routing: malformed, or over a size limit.",
+         double(c.refused_requests));
   head(out, "request_duration_seconds", "histogram",
        "Completion request latency, from arrival to the last byte, by endpoint.");
   for (const auto& [ep, h] : latency_) {

@@ -19,6 +19,14 @@ struct QueueGauges {
   int in_flight = 0;
 };
 
+// The HTTP front's connections (lib/http's counters).
+struct ConnectionGauges {
+  uint64_t open = 0, capacity = 0;
+  uint64_t refused = 0;           // turned away or evicted at the cap
+  uint64_t timed_out = 0;         // a request that missed its deadline (408)
+  uint64_t refused_requests = 0;  // unreadable or over a size limit (400, 413, 431, 501, 505)
+};
+
 class Metrics {
  public:
   // One answered request; seconds >= 0 also enters the latency histogram.
@@ -26,7 +34,7 @@ class Metrics {
   void rejected();   // 503: the queue was full
   void cancelled();  // the client left before its completion ended
   void generation(int64_t prompt_tokens, const speculative::SpecStats& st);
-  std::string render(const QueueGauges& q) const;
+  std::string render(const QueueGauges& q, const ConnectionGauges& c = {}) const;
 
   static constexpr std::array<double, 14> kBuckets = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
                                                       1,     2.5,  5,     10,   30,  60,   120};

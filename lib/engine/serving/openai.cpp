@@ -17,6 +17,25 @@ ApiError bad(const std::string& param, const std::string& message) {
   return ApiError(400, message, param);
 }
 
+// A client's value in an error message: scalars as they are (strings cut
+// short), containers by kind. Never a recursive dump: the value is the
+// client's, nested as deep as it likes.
+std::string describe(const json& v) {
+  switch (v.type()) {
+    case json::value_t::object:
+      return "an object";
+    case json::value_t::array:
+      return "a list";
+    case json::value_t::string: {
+      const auto& s = v.get_ref<const std::string&>();
+      std::string out = s.size() > 40 ? s.substr(0, 40) + "..." : s;
+      return json(out).dump(-1, ' ', false, json::error_handler_t::replace);
+    }
+    default:
+      return v.dump();  // a number, a boolean or null: flat
+  }
+}
+
 const json* field(const json& body, const char* name) {
   auto it = body.find(name);
   return it == body.end() || it->is_null() ? nullptr : &*it;
@@ -30,7 +49,7 @@ double number_in(const json& body, const char* name, double lo, double hi, bool 
   if (!v->is_number()) throw bad(name, std::string("'") + name + "' must be a number in " + range);
   const double d = v->get<double>();
   if (!std::isfinite(d) || d > hi || d < lo || (lo_open && d == lo))
-    throw bad(name, std::string("'") + name + "' must be in " + range + ", got " + v->dump());
+    throw bad(name, std::string("'") + name + "' must be in " + range + ", got " + describe(*v));
   return d;
 }
 
@@ -38,7 +57,7 @@ std::optional<int64_t> integer(const json& body, const char* name, int64_t lo, i
   const json* v = field(body, name);
   if (!v) return std::nullopt;
   if (!v->is_number_integer())
-    throw bad(name, std::string("'") + name + "' must be an integer, got " + v->dump());
+    throw bad(name, std::string("'") + name + "' must be an integer, got " + describe(*v));
   if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(hi))
     throw bad(name, std::string("'") + name + "' must be at most " + std::to_string(hi));
   const int64_t i = v->get<int64_t>();
@@ -52,7 +71,7 @@ bool boolean(const json& body, const char* name, bool dflt) {
   const json* v = field(body, name);
   if (!v) return dflt;
   if (!v->is_boolean())
-    throw bad(name, std::string("'") + name + "' must be true or false, got " + v->dump());
+    throw bad(name, std::string("'") + name + "' must be true or false, got " + describe(*v));
   return v->get<bool>();
 }
 
@@ -138,9 +157,59 @@ void refuse_unsupported(const json& body) {
   for (const char* p : {"presence_penalty", "frequency_penalty"})
     if (number_in(body, p, -2.0, 2.0, false, 0.0) != 0.0)
       throw bad(p, std::string("'") + p + "' is not supported: leave it 0");
+  // A client that asks for a tool call or for JSON must not get prose it
+  // takes for an answer.
+  for (const char* p :
+       {"tools", "tool_choice", "functions", "function_call", "parallel_tool_calls"})
+    if (field(body, p))
+      throw bad(p, std::string("'") + p +
+                       "' is not supported: this server does not call tools; remove the field");
+  if (const json* rf = field(body, "response_format")) {
+    const json* type = rf->is_object() ? field(*rf, "type") : nullptr;
+    if (!type || !type->is_string() || type->get<std::string>() != "text")
+      throw bad("response_format",
+                "'response_format' other than {\"type\": \"text\"} is not supported: this "
+                "server does not constrain output to JSON");
+  }
 }
 
 }  // namespace
+
+size_t json_depth(std::string_view text) {
+  size_t depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+nlohmann::json parse_body(std::string_view text) {
+  if (const size_t d = json_depth(text); d > kMaxJsonDepth)
+    throw ApiError(400,
+                   "the body nests " + std::to_string(d) + " levels deep; the limit is " +
+                       std::to_string(kMaxJsonDepth),
+                   "", "invalid_json");
+  json body = json::parse(text, nullptr, false);
+  if (body.is_discarded()) throw ApiError(400, "the body is not valid JSON", "", "invalid_json");
+  if (!body.is_object()) throw ApiError(400, "the body must be a JSON object", "", "invalid_json");
+  return body;
+}
 
 ApiError::ApiError(int s, const std::string& message, std::string p, std::string c, std::string t)
     : std::runtime_error(message),
@@ -157,14 +226,8 @@ json error_body(const ApiError& e) {
             {"code", e.code.empty() ? json(nullptr) : json(e.code)}}}};
 }
 
-const char* endpoint_path(Endpoint e) {
-  return e == Endpoint::chat ? "/v1/chat/completions" : "/v1/completions";
-}
-
 CompletionRequest parse_request(Endpoint endpoint, std::string_view text) {
-  const json body = json::parse(text, nullptr, false);
-  if (body.is_discarded()) throw ApiError(400, "the body is not valid JSON", "", "invalid_json");
-  if (!body.is_object()) throw ApiError(400, "the body must be a JSON object", "", "invalid_json");
+  const json body = parse_body(text);
   CompletionRequest r;
   r.endpoint = endpoint;
   if (const json* m = field(body, "model")) {
@@ -282,6 +345,87 @@ json usage_chunk(Endpoint e, const ReplyMeta& m, const Usage& u) {
   j["choices"] = json::array();
   j["usage"] = usage_json(u);
   return j;
+}
+
+TokenizeRequest parse_tokenize(std::string_view text) {
+  const json body = parse_body(text);
+  const json* c = field(body, "content");
+  if (!c || !c->is_string()) throw bad("content", "'content' is required (a string)");
+  TokenizeRequest r;
+  r.content = c->get<std::string>();
+  r.add_special = boolean(body, "add_special", false);
+  r.with_pieces = boolean(body, "with_pieces", false);
+  return r;
+}
+
+namespace {
+// Strict UTF-8: no overlong forms, no surrogates, nothing past U+10FFFF.
+bool valid_utf8(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t n = 0;
+    uint32_t cp = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xE0) == 0xC0) {
+      n = 1, cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      n = 2, cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      n = 3, cp = c & 0x07;
+    } else {
+      return false;
+    }
+    for (size_t k = 1; k <= n; ++k) {
+      if (i + k >= s.size()) return false;
+      const auto d = static_cast<unsigned char>(s[i + k]);
+      if ((d & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (d & 0x3F);
+    }
+    static constexpr uint32_t kMin[] = {0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += n + 1;
+  }
+  return true;
+}
+}  // namespace
+
+json tokenize_reply(const Tokenizer& tok, const TokenizeRequest& r) {
+  const std::vector<int32_t> ids = tok.encode(r.content, r.add_special && tok.add_bos());
+  json tokens = json::array();
+  for (int32_t id : ids) {
+    if (!r.with_pieces) {
+      tokens.push_back(id);
+      continue;
+    }
+    const std::string piece = tok.token_to_piece(id, true);
+    json p;
+    if (valid_utf8(piece)) {
+      p = piece;
+    } else {
+      p = json::array();
+      for (unsigned char b : piece) p.push_back(b);
+    }
+    tokens.push_back({{"id", id}, {"piece", p}});
+  }
+  return {{"tokens", tokens}};
+}
+
+std::vector<int32_t> parse_detokenize(std::string_view text, int n_vocab) {
+  const json body = parse_body(text);
+  const json* t = field(body, "tokens");
+  if (!t || !t->is_array()) throw bad("tokens", "'tokens' is required (a list of token ids)");
+  std::vector<int32_t> ids;
+  ids.reserve(t->size());
+  for (size_t i = 0; i < t->size(); ++i) {
+    const json& v = (*t)[i];
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= n_vocab)
+      throw bad("tokens", "'tokens[" + std::to_string(i) + "]' must be a token id in [0, " +
+                              std::to_string(n_vocab) + "), got " + describe(v));
+    ids.push_back(static_cast<int32_t>(v.get<int64_t>()));
+  }
+  return ids;
 }
 
 std::string dump(const json& j) {

@@ -1,7 +1,7 @@
 // The OpenAI-compatible request and reply bodies of `serve`: /v1/completions
 // and /v1/chat/completions requests parsed and checked field by field, and
 // the reply objects (whole, streamed chunks, errors) built as OpenAI's are.
-// No HTTP here: the server wires these to cpp-httplib.
+// No HTTP here: the server (http_server.cpp) wires these to lib/http.
 #pragma once
 
 #include <cstdint>
@@ -28,7 +28,15 @@ struct ApiError : std::runtime_error {
 nlohmann::json error_body(const ApiError& e);
 
 enum class Endpoint { completions, chat };
-const char* endpoint_path(Endpoint e);
+
+// Request bodies nest at most this deep: a request needs 4-5 levels, and the
+// limit is checked before parsing, so depth costs no stack.
+inline constexpr size_t kMaxJsonDepth = 64;
+// The deepest nesting of [ and { outside strings (a linear scan).
+size_t json_depth(std::string_view text);
+// A request body as a JSON object, or ApiError (400): too deep, not JSON,
+// not an object.
+nlohmann::json parse_body(std::string_view text);
 
 struct ChatMessage {
   std::string role;  // system | user | assistant | developer | tool
@@ -51,7 +59,8 @@ struct CompletionRequest {
 
 // Parses and checks one request body. Throws ApiError (400) naming the field
 // for malformed JSON, a wrong type or value, and for what the engine does not
-// do (n > 1, echo, logprobs, penalties).
+// do (n > 1, echo, logprobs, penalties, tools and tool_choice, a
+// response_format other than text).
 CompletionRequest parse_request(Endpoint endpoint, std::string_view body);
 
 // The fallback chat prompt, for a model without tokenizer.chat_template:
@@ -67,6 +76,19 @@ std::string render_chat(const std::vector<ChatMessage>& messages);
 std::vector<int32_t> chat_prompt_tokens(const Tokenizer& tok,
                                         const std::vector<ChatMessage>& messages,
                                         std::string_view chat_template = "");
+
+// llama-server's POST /tokenize: {"content", "add_special", "with_pieces"}.
+struct TokenizeRequest {
+  std::string content;
+  bool add_special = false;
+  bool with_pieces = false;
+};
+TokenizeRequest parse_tokenize(std::string_view body);
+// {"tokens": [id...]}, or with pieces [{"id", "piece"}] where a piece that is
+// not valid UTF-8 is given as its bytes, as llama-server does.
+nlohmann::json tokenize_reply(const Tokenizer& tok, const TokenizeRequest& r);
+// POST /detokenize: {"tokens": [id...]}, each id checked against n_vocab.
+std::vector<int32_t> parse_detokenize(std::string_view body, int n_vocab);
 
 struct ReplyMeta {
   std::string id;  // cmpl-... or chatcmpl-...

@@ -7,12 +7,17 @@
 
 namespace epyctune::engine::serving {
 
-bool Job::wait(std::string& out, std::chrono::milliseconds poll) {
-  std::unique_lock lk(mu_);
-  cv_.wait_for(lk, poll, [&] { return !pending_.empty() || ended_; });
+bool Job::take(std::string& out) {
+  std::lock_guard lk(mu_);
   out += pending_;
   pending_.clear();
   return ended_;
+}
+
+void Job::listen(std::function<void()> listener) {
+  std::lock_guard lk(mu_);
+  listener_ = std::move(listener);
+  if (listener_ && (ended_ || !pending_.empty())) listener_();
 }
 
 std::string Job::finish_reason() const {
@@ -32,22 +37,18 @@ int64_t Job::completion_tokens() const {
 
 void Job::emit(std::string text) {
   if (text.empty()) return;
-  {
-    std::lock_guard lk(mu_);
-    pending_ += text;
-  }
-  cv_.notify_all();
+  std::lock_guard lk(mu_);
+  pending_ += text;
+  if (listener_) listener_();
 }
 
 void Job::end(std::string finish_reason, int64_t tokens, std::string error) {
-  {
-    std::lock_guard lk(mu_);
-    ended_ = true;
-    finish_ = std::move(finish_reason);
-    tokens_ = tokens;
-    error_ = std::move(error);
-  }
-  cv_.notify_all();
+  std::lock_guard lk(mu_);
+  ended_ = true;
+  finish_ = std::move(finish_reason);
+  tokens_ = tokens;
+  error_ = std::move(error);
+  if (listener_) listener_();
 }
 
 Scheduler::Scheduler(Engine& engine, size_t capacity, Metrics& metrics)

@@ -1,9 +1,10 @@
 // One generation worker and a bounded queue in front of it. The model runs
 // batch 1, so completions run one at a time on a single thread (the one that
 // drives the partition's thread pool); up to `capacity` more wait (0: none).
-// A request beyond that is refused at once. The HTTP thread that owns a job reads its
-// text as it is generated and cancels it when its client leaves: a waiting
-// job then leaves the queue, a running one stops at the next token.
+// A request beyond that is refused at once. The connection that owns a job
+// is woken by it as text is generated, and cancels it when its client
+// leaves: a waiting job then leaves the queue, a running one stops at the
+// next token.
 #pragma once
 
 #include <atomic>
@@ -40,9 +41,14 @@ class Job {
   explicit Job(JobInput in) : in_(std::move(in)) {}
   const JobInput& input() const { return in_; }
 
-  // Waits up to `poll` for text or the end; appends new text to out. Returns
-  // true once the job has ended and all its text has been taken.
-  bool wait(std::string& out, std::chrono::milliseconds poll);
+  // Appends the text generated since the last take to out, without
+  // waiting. Returns true once the job has ended and all its text is taken.
+  bool take(std::string& out);
+  // listener runs (on the generating thread, under the job's lock: it must
+  // be quick and take no lock of the job's) after each new text and at the
+  // end; at once if something is already there. An empty function removes
+  // it: once listen({}) returns, the old one is not running and never runs.
+  void listen(std::function<void()> listener);
   bool cancelled() const { return cancelled_.load(); }
 
   // After wait() returned true:
@@ -58,7 +64,7 @@ class Job {
   JobInput in_;
   std::atomic<bool> cancelled_{false};
   mutable std::mutex mu_;
-  std::condition_variable cv_;
+  std::function<void()> listener_;
   std::string pending_;
   bool ended_ = false;
   std::string finish_, error_;
