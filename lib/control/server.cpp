@@ -130,13 +130,27 @@ void Server::Impl::accept_all() {
       p.gid = cred.gid;
       p.access = Server::access_for(p.uid, p.gid, opts.read_group);
     }
-    if (conns.size() >= static_cast<std::size_t>(std::max(0, opts.max_clients))) {
-      std::string r = error_reply(
-          nullptr, code::busy,
-          fmt::format("too many clients (the limit is {}); try again", opts.max_clients));
+    auto refuse = [&](std::string_view code, const std::string& why) {
+      const std::string r = error_reply(nullptr, code, why);
       [[maybe_unused]] auto n = ::send(fd, r.data(), r.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
       ::close(fd);
-      spdlog::info("control socket: refused {} (busy)", peer_name(p));
+      spdlog::info("control socket: refused {} ({})", peer_name(p), code);
+    };
+    if (p.access == Access::none) {
+      refuse(code::forbidden,
+             fmt::format("uid {} has no access to the daemon (root{}); nothing is served to it",
+                         p.uid, opts.read_group.empty() ? "" : " or group " + opts.read_group));
+      continue;
+    }
+    const auto cap = static_cast<std::size_t>(std::max(0, opts.max_clients));
+    const auto others_cap =
+        static_cast<std::size_t>(std::max(0, opts.max_clients - std::max(0, opts.root_slots)));
+    const auto others = static_cast<std::size_t>(std::count_if(
+        conns.begin(), conns.end(), [](const auto& kv) { return kv.second.peer.uid != 0; }));
+    if (conns.size() >= cap || (p.uid != 0 && others >= others_cap)) {
+      refuse(code::busy, fmt::format("too many clients (the limit is {}, {} of them kept for "
+                                     "root); try again",
+                                     opts.max_clients, opts.max_clients - others_cap));
       continue;
     }
     Conn c;
@@ -158,7 +172,6 @@ void Server::Impl::read_from(std::uint64_t id, Conn& c) {
     if (n > 0) {
       if (c.in.empty()) c.has_partial = false;
       c.in.append(buf, static_cast<std::size_t>(n));
-      c.last_activity = Clock::now();
       process_lines(id, c);
       continue;
     }
@@ -215,6 +228,7 @@ void Server::Impl::process_lines(std::uint64_t id, Conn& c) {
 }
 
 void Server::Impl::handle_line(std::uint64_t id, Conn& c, std::string_view line) {
+  c.last_activity = Clock::now();  // a whole request: the one thing that renews the idle clock
   nlohmann::json req_id;
   Request req;
   try {

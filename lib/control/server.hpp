@@ -2,7 +2,9 @@
 // socket and every connection; requests are handed, one at a time, to the
 // handler on a second thread, so a slow or hostile client never holds up
 // anyone else; a long apply only delays the requests queued behind it (the
-// queue is bounded: beyond it a request gets "busy" at once).
+// queue is bounded: beyond it a request gets "busy" at once). A peer without
+// access is refused when it connects, so it never takes a slot, and some
+// slots are kept for root, so readers cannot lock root out.
 #pragma once
 
 #include <functional>
@@ -24,8 +26,11 @@ struct ServerOptions {
   std::string path;                    // full path (already beneath the sysroot)
   std::string read_group{kReadGroup};  // "" = only root
   int max_clients = 16;                // more get a "busy" reply and are closed
+  int root_slots = 4;                  // of max_clients, kept for root: others get the rest
   int request_timeout_ms = 5000;       // a request line must arrive within this
-  int idle_timeout_ms = 60000;         // an idle connection is closed after this
+  // A connection that completes no request for this long is closed: bytes
+  // that form no request (blank lines, a trickle) do not renew it.
+  int idle_timeout_ms = 60000;
 };
 
 class Server {

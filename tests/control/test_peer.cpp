@@ -2,6 +2,7 @@
 // `nobody` (uid 65534, primary group nogroup on Debian) and talks to a server
 // the test runs as root.
 #include <grp.h>
+#include <poll.h>
 #include <pwd.h>
 #include <sys/wait.h>
 
@@ -85,7 +86,7 @@ TEST_CASE("peer credentials: access_for") {
   }
 }
 
-TEST_CASE("peer credentials: a non-root user outside the group is refused everything") {
+TEST_CASE("peer credentials: a non-root user outside the group is refused at connect") {
   if (::geteuid() != 0) {
     MESSAGE("skipped: needs root to become nobody (the CI runs as root)");
     return;
@@ -94,16 +95,151 @@ TEST_CASE("peer credentials: a non-root user outside the group is refused everyt
   o.read_group = "root";  // nobody is no member
   TestServer s(o);
   auto r = replies_as_nobody(s.path);
-  REQUIRE(r.size() == 2);
-  CHECK(r[0]["id"] == 1);
+  // One refusal, before any request is read, and the connection is closed.
+  REQUIRE(r.size() == 1);
+  CHECK(r[0]["id"].is_null());
   CHECK(r[0]["error"]["code"] == "forbidden");
-  CHECK(r[1]["id"] == 2);
-  CHECK(r[1]["error"]["code"] == "forbidden");
   CHECK(s.calls.load() == 0);
   // Root, in the same server, may do both.
   auto c = s.client();
   CHECK(c.call("status")["daemon"] == "test");
   CHECK(c.call("apply")["uid"] == 0);
+}
+
+namespace {
+
+// `nobody` opens n connections and sends `request` on each (none when
+// empty), then holds them open until release() while the test goes on.
+// replies(): the first line each connection got within 2 s ("" for none).
+class NobodyHolds {
+ public:
+  NobodyHolds(const std::string& path, int n, const std::string& request) {
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+    REQUIRE(::pipe(out_) == 0);
+    REQUIRE(::pipe(go_) == 0);
+    pid_ = ::fork();
+    REQUIRE(pid_ >= 0);
+    if (pid_ == 0) child(addr, n, request);  // never returns
+    ::close(out_[1]);
+    ::close(go_[0]);
+    char buf[4096];
+    ssize_t k;
+    std::string got;
+    // The child writes its lines, then a lone "." line once all are read.
+    while (got.find("\n.\n") == std::string::npos && (k = ::read(out_[0], buf, sizeof buf)) > 0)
+      got.append(buf, static_cast<size_t>(k));
+    std::size_t pos = 0, nl;
+    while ((nl = got.find('\n', pos)) != std::string::npos) {
+      std::string line = got.substr(pos, nl - pos);
+      pos = nl + 1;
+      if (line == ".") break;
+      replies_.push_back(line == "-" ? json() : json::parse(line));
+    }
+  }
+  ~NobodyHolds() { release(); }
+  const std::vector<json>& replies() const { return replies_; }
+  void release() {
+    if (pid_ <= 0) return;
+    ::close(go_[1]);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    ::close(out_[0]);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+    pid_ = -1;
+  }
+
+ private:
+  // System calls only between fork and _exit: the server's threads live on
+  // in the parent's image.
+  [[noreturn]] void child(sockaddr_un addr, int n, const std::string& request) {
+    ::close(out_[0]);
+    ::close(go_[1]);
+    if (::setgroups(0, nullptr) != 0 || ::setgid(kNobody) != 0 || ::setuid(kNobody) != 0)
+      ::_exit(10);
+    int fds[64];
+    if (n > 64) ::_exit(11);
+    for (int i = 0; i < n; ++i) {
+      fds[i] = ::socket(AF_UNIX, SOCK_STREAM, 0);
+      if (::connect(fds[i], reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) ::_exit(12);
+      if (!request.empty() && ::write(fds[i], request.data(), request.size()) < 0) {
+        // A connection the server refused and closed at once.
+      }
+    }
+    for (int i = 0; i < n; ++i) {
+      char line[4096];
+      size_t len = 0;
+      pollfd p{fds[i], POLLIN, 0};
+      while (len < sizeof line - 1 && ::poll(&p, 1, 2000) == 1) {
+        ssize_t k = ::read(fds[i], line + len, 1);
+        if (k <= 0 || line[len] == '\n') break;
+        ++len;
+      }
+      if (len == 0) line[len++] = '-';
+      line[len++] = '\n';
+      if (::write(out_[1], line, len) != static_cast<ssize_t>(len)) ::_exit(13);
+    }
+    if (::write(out_[1], ".\n", 2) != 2) ::_exit(14);
+    char c;
+    while (::read(go_[0], &c, 1) > 0) {
+    }
+    ::_exit(0);
+  }
+
+  int out_[2]{-1, -1}, go_[2]{-1, -1};
+  pid_t pid_ = -1;
+  std::vector<json> replies_;
+};
+
+}  // namespace
+
+TEST_CASE("peer credentials: connections without access take no slot from root") {
+  if (::geteuid() != 0) {
+    MESSAGE("skipped: needs root to become nobody (the CI runs as root)");
+    return;
+  }
+  ServerOptions o;
+  o.read_group = "root";
+  o.max_clients = 4;
+  TestServer s(o);
+  // Before the fix, 16 such connections held every slot as long as they liked.
+  NobodyHolds held(s.path, 12, "");
+  REQUIRE(held.replies().size() == 12);
+  for (const auto& r : held.replies()) CHECK(r["error"]["code"] == "forbidden");
+  std::vector<Client> root;
+  for (int i = 0; i < 4; ++i) {
+    root.push_back(s.client());
+    CHECK(root.back().call("status")["daemon"] == "test");
+  }
+}
+
+TEST_CASE("peer credentials: readers cannot take the slots kept for root") {
+  if (::geteuid() != 0) {
+    MESSAGE("skipped: needs root to become nobody (the CI runs as root)");
+    return;
+  }
+  std::string g = nobody_group();
+  REQUIRE_MESSAGE(!g.empty(), "uid 65534 has no primary group in /etc/group");
+  ServerOptions o;
+  o.read_group = g;
+  o.max_clients = 4;
+  o.root_slots = 2;
+  TestServer s(o);
+  NobodyHolds held(s.path, 4, "{\"method\":\"status\"}\n");
+  int ok = 0, busy = 0;
+  for (const auto& r : held.replies()) {
+    if (r.value("ok", false)) ++ok;
+    if (!r.is_null() && r.contains("error") && r["error"]["code"] == "busy") ++busy;
+  }
+  CHECK(ok == 2);
+  CHECK(busy == 2);
+  // The reader's two connections stay open; root still gets both kept slots.
+  auto a = s.client();
+  auto b = s.client();
+  CHECK(a.call("status")["daemon"] == "test");
+  CHECK(b.call("status")["daemon"] == "test");
 }
 
 TEST_CASE("peer credentials: a member of the read group reads and may not write") {

@@ -68,6 +68,26 @@ TEST_CASE("server: an idle connection is closed") {
   ::close(fd);
 }
 
+TEST_CASE("server: bytes that complete no request do not keep a connection open") {
+  ServerOptions o;
+  o.idle_timeout_ms = 300;
+  TestServer s(o);
+  int fd = raw_connect(s.path);
+  REQUIRE(fd >= 0);
+  auto start = std::chrono::steady_clock::now();
+  // A blank line every 50 ms: each used to renew the idle clock, so a handful
+  // of such clients held every slot for ever.
+  bool closed = false;
+  while (!closed && ms_since(start) < 3000) {
+    raw_send(fd, "\n");
+    closed = raw_closed_within(fd, 50);
+  }
+  CHECK(closed);
+  CHECK(ms_since(start) >= 280);
+  CHECK(ms_since(start) < 1500);
+  ::close(fd);
+}
+
 TEST_CASE("server: beyond max_clients a client gets busy; a freed slot is reused") {
   ServerOptions o;
   o.max_clients = 2;
