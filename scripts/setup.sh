@@ -11,7 +11,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   libcli11-dev libtomlplusplus-dev libnuma-dev libhwloc-dev hwloc libcpuid-dev
   libspdlog-dev libfmt-dev doctest-dev nlohmann-json3-dev libsystemd-dev zlib1g-dev
-  libcpp-httplib-dev clang libclang-rt-14-dev python3 bsdutils systemd
+  libcpp-httplib-dev libboost-dev clang libclang-rt-14-dev python3 bsdutils systemd
 )
 
 install_deps() {
