@@ -5,6 +5,7 @@
 
 #include <httplib.h>
 
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -46,8 +47,11 @@ struct ServeModels {
   }
 };
 
+// EPYCTUNE_TEST_ENGINE_BIN runs the tests against another build of the
+// engine, e.g. one from an older commit, to show what a test catches.
 inline std::string engine_bin() {
-  return EPYCTUNE_ENGINE_BIN;
+  const char* other = std::getenv("EPYCTUNE_TEST_ENGINE_BIN");
+  return other && *other ? other : EPYCTUNE_ENGINE_BIN;
 }
 
 // `generate --json` for the same prompt: its text (greedy).
