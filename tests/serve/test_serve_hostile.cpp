@@ -140,7 +140,8 @@ TEST_CASE("idle and trickling connections hold no worker") {
   for (int i = 0; i < 40; ++i) slow.push_back(tcp_connect(s.host(), s.port()));
   std::atomic<bool> done{false};
   std::thread trickle([&] {
-    const std::string head = "GET /health HTTP/1.1\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    // Long enough to trickle for the whole test.
+    const std::string head = "GET /health HTTP/1.1\r\nX-Slow: " + std::string(1000, 'a');
     for (size_t k = 0; !done && k < head.size(); ++k) {
       for (int fd : slow) send_all(fd, std::string_view(head).substr(k, 1));
       std::this_thread::sleep_for(100ms);
