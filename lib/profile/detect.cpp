@@ -59,24 +59,26 @@ DetectReport run_detect(const host::Sysroot& root, const host::DiscoverOptions& 
           "; closest: {} (score {}: {})", r.fits.front().name, r.fits.front().match.score,
           r.fits.front().match.mismatches.empty() ? std::string("-")
                                                   : r.fits.front().match.mismatches.front());
-    if (t.cpu.vendor == "AuthenticAMD") {
-      r.generate_command =
-          generate_command(t, root.is_live() ? "/" : root.root().string(), opt.topology_xml);
-      std::string name = generated_name(t);
-      std::string plan =
-          opt.topology_xml.empty()
-              ? fmt::format("epyctune plan{} --profile {}",
-                            root.is_live() ? "" : " --sysroot " + root.root().string(), name)
-              : fmt::format("epyctune plan --topology {} --profile ./{}.toml", opt.topology_xml,
-                            name);
+    // Generation refuses hosts it cannot partition (no AMD, no L3, a single
+    // L3 domain): then detect must not offer it.
+    std::string cannot;
+    try {
+      generate_profile(t, {}, {});
+    } catch (const GenerateError& e) {
+      cannot = e.what();
+    }
+    std::string sysroot = root.is_live() ? "/" : root.root().string();
+    if (cannot.empty()) {
+      r.generate_command = generate_command(t, sysroot, opt.topology_xml);
       r.note = fmt::format(
           "no built-in profile fits this host: {}{}. Generate one from its topology: {} ; then: {}",
-          why, closest, r.generate_command, plan);
+          why, closest, r.generate_command, generated_plan_command(t, sysroot, opt.topology_xml));
     } else {
       r.note = fmt::format(
-          "no built-in profile fits this host: {}{}. Write a profile for it (include = \"base\" "
-          "and set [hardware] and [partition]) or plan with --force to rehearse",
-          why, closest);
+          "no built-in profile fits this host: {}{}. `epyctune profile generate` cannot write one "
+          "either: {}. Write a profile by hand (include = \"base\" and set [hardware] and "
+          "[partition]) or plan with --force to rehearse",
+          why, closest, cannot);
     }
   }
   return r;

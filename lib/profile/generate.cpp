@@ -216,4 +216,15 @@ std::string generate_command(const host::Topology& t, const std::string& sysroot
                      shell_word(root + dir));
 }
 
+std::string generated_plan_command(const host::Topology& t, const std::string& sysroot,
+                                   const std::string& topology_xml) {
+  std::string name = generated_name(t);
+  if (!topology_xml.empty())
+    return fmt::format("epyctune plan --topology {} --profile ./{}.toml", shell_word(topology_xml),
+                       name);
+  if (sysroot.empty() || sysroot == "/") return "epyctune plan --profile " + name;
+  std::string root = sysroot.back() == '/' ? sysroot.substr(0, sysroot.size() - 1) : sysroot;
+  return fmt::format("epyctune plan --sysroot {} --profile {}", shell_word(root), name);
+}
+
 }  // namespace epyctune::profile

@@ -67,6 +67,10 @@ GeneratedProfile generate_profile(const host::Topology& t, const HostFacts& fact
 std::string generate_command(const host::Topology& t, const std::string& sysroot,
                              const std::string& topology_xml);
 
+// The `epyctune plan` command for the profile generate_command writes.
+std::string generated_plan_command(const host::Topology& t, const std::string& sysroot,
+                                   const std::string& topology_xml);
+
 // The name generate_profile gives this host's profile when none is asked for.
 std::string generated_name(const host::Topology& t);
 

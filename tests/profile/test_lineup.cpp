@@ -59,3 +59,21 @@ TEST_CASE("detect on a host without a built-in prints the generate command") {
   CHECK(profile::detect_to_json(r)["recommendation"]["generate_command"] == cmd);
   CHECK(profile::detect_to_text(r).find(cmd) != std::string::npos);
 }
+
+TEST_CASE("detect does not offer generation where it cannot help") {
+  host::DiscoverOptions opt;
+  opt.topology_xml = std::string(EPYCTUNE_TEST_DATA) + "/topology/Intel-Skylake-2xXeon6140.xml";
+  auto r = profile::run_detect(host::Sysroot("/nonexistent-root"), opt);
+  CHECK(r.recommended.empty());
+  CHECK(r.generate_command.empty());
+  CHECK(r.note.find("cannot write one either") != std::string::npos);
+  CHECK(r.note.find("AMD EPYC hosts only") != std::string::npos);
+  CHECK(profile::detect_to_json(r)["recommendation"]["generate_command"].is_null());
+  // A topology XML gets its file back, quoted for the shell.
+  opt.topology_xml = std::string(EPYCTUNE_TEST_DATA) + "/topology/AMD-17h-Zen-2xEpyc-7451.xml";
+  auto naples = profile::run_detect(host::Sysroot("/nonexistent-root"), opt);
+  CHECK(naples.generate_command == "epyctune profile generate --topology " + opt.topology_xml +
+                                       " -o epyc-7451-2s-generated.toml");
+  CHECK(naples.note.find("epyctune plan --topology " + opt.topology_xml +
+                         " --profile ./epyc-7451-2s-generated.toml") != std::string::npos);
+}
