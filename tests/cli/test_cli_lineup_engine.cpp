@@ -1,6 +1,7 @@
 // `epyctune run` and `epyctune bench` with tiny models on the lineup: a
 // built-in profile (EPYC 9655, Zen 5) and the profile `profile generate`
-// writes for a machine without one (2 x EPYC 7451, NPS4). Each leaves the
+// writes for a machine without one (2 x EPYC 7451, NPS4); `run` on every new
+// machine with its built-in and with its generated profile. Each leaves the
 // fixture exactly as it found it.
 #include <doctest/doctest.h>
 
@@ -35,27 +36,35 @@ const Models& models() {
   return m;
 }
 
-// run (applying the profile), revert, then bench: the tree as it was after each.
-void run_and_bench(const fs::path& root, const std::string& profile,
-                   const std::vector<int>& draft_l3) {
+CliRun tuner(const fs::path& root, std::vector<std::string> args) {
+  args.insert(args.begin(), {"--sysroot", root.string()});
+  return run_cli(EPYCTUNE_BIN, args);
+}
+
+// run, applying the profile, then revert: the tree as it was.
+void run_applied(const fs::path& root, const std::string& profile,
+                 const std::vector<int>& draft_l3) {
   CAPTURE(profile);
-  auto tuner = [&](std::vector<std::string> args) {
-    args.insert(args.begin(), {"--sysroot", root.string()});
-    return run_cli(EPYCTUNE_BIN, args);
-  };
   const auto before = snapshot_tree(root);
-  auto run = tuner({"run", "--profile", profile, "--model", models().target.string(), "--draft",
-                    models().draft.string(), "--prompt", "hello", "-n", "4", "--json", "--apply"});
+  auto run =
+      tuner(root, {"run", "--profile", profile, "--model", models().target.string(), "--draft",
+                   models().draft.string(), "--prompt", "hello", "-n", "4", "--json", "--apply"});
   REQUIRE_MESSAGE(run.code == kExitOk, run.err);
   auto j = json::parse(run.out);
   CHECK(j["launch"]["draft_l3"] == json(draft_l3));
   CHECK(j["launch"]["cpus_mapped"] == true);
-  REQUIRE(tuner({"revert"}).code == kExitOk);
+  REQUIRE(tuner(root, {"revert"}).code == kExitOk);
   CHECK(diff_trees(before, snapshot_tree(root)) == "");
+}
 
-  auto bench = tuner({"bench", "--profile", profile, "--model", models().target.string(), "--draft",
-                      models().draft.string(), "--tokens", "4", "--repeat", "1", "--json",
-                      "--bw-mib", "16"});
+// run (applying the profile), revert, then bench: the tree as it was after each.
+void run_and_bench(const fs::path& root, const std::string& profile,
+                   const std::vector<int>& draft_l3) {
+  run_applied(root, profile, draft_l3);
+  const auto before = snapshot_tree(root);
+  auto bench = tuner(root, {"bench", "--profile", profile, "--model", models().target.string(),
+                            "--draft", models().draft.string(), "--tokens", "4", "--repeat", "1",
+                            "--json", "--bw-mib", "16"});
   REQUIRE_MESSAGE(bench.code == kExitOk, bench.err);
   auto b = json::parse(bench.out);
   REQUIRE(b["rows"].size() == 9);
@@ -92,4 +101,20 @@ TEST_CASE("run and bench on a generated profile: 2 x EPYC 7451 (no built-in), NP
   REQUIRE_MESSAGE(gen.code == kExitOk, gen.err);
   // The tiny draft fits in one die's two 8 MB L3s: it runs from cache there.
   run_and_bench(dir.path() / "host", file.string(), {0, 1});
+}
+
+TEST_CASE("run on every new machine, with its built-in and with its generated profile") {
+  for (const char* machine : {"9655", "9755", "9965", "9654", "9654-2s", "7763-2s"}) {
+    CAPTURE(machine);
+    ScratchDir dir;
+    fixture::FixtureOptions o;
+    o.machine = machine;
+    o.smt = false;
+    fixture::create_fixture(dir.path() / "host", o);
+    run_applied(dir.path() / "host", machine, {0});
+    const fs::path file = dir.path() / "generated.toml";
+    auto gen = tuner(dir.path() / "host", {"profile", "generate", "-o", file.string()});
+    REQUIRE_MESSAGE(gen.code == kExitOk, gen.err);
+    run_applied(dir.path() / "host", file.string(), {0});
+  }
 }
