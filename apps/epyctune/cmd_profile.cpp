@@ -169,8 +169,10 @@ int run_generate(const GlobalOptions& g, const ProfileArgs& a) {
     o.name = a.generated_name;
     o.target = model_size(a.model, "--model");
     o.draft = model_size(a.model_draft, "--model-draft");
-    if (!g.topology_xml.empty()) o.host_args = "--topology " + g.topology_xml;
-    if (g.sysroot != "/") o.host_args = "--sysroot " + g.sysroot;
+    if (!g.topology_xml.empty())
+      o.host_args = "--topology " + g.topology_xml;
+    else if (g.sysroot != "/")
+      o.host_args = "--sysroot " + g.sysroot;
     if (!a.model.empty()) o.host_args += " --model " + a.model;
     if (!a.model_draft.empty()) o.host_args += " --model-draft " + a.model_draft;
     if (o.host_args.rfind(' ', 0) == 0) o.host_args.erase(0, 1);
