@@ -1,4 +1,4 @@
-// `epyctune fixture create --machine 9754|9354|7543-2s DIR`: a fake host tree
+// `epyctune fixture create --machine NAME DIR`: a fake host tree
 // for tests and rehearsals (see lib/fixture/fixture.hpp for what it holds).
 #include <fmt/format.h>
 
@@ -44,8 +44,11 @@ int run_create(const FixtureArgs& a) {
     fmt::print(stderr, "epyctune: fixture create: {}\n", e.what());
     return kExitError;
   }
+  const char* resctrl = !fixture::fixture_has_l3_cat(a.machine) ? "absent: no L3 CAT on this part"
+                        : o.resctrl_mounted                     ? "mounted"
+                                                                : "not mounted";
   fmt::print("fixture: EPYC {} (NPS{}, SMT {}, {}, resctrl {}) written to {}\n", a.machine, a.nps,
-             a.smt, a.cpufreq_driver, o.resctrl_mounted ? "mounted" : "not mounted", dir.string());
+             a.smt, a.cpufreq_driver, resctrl, dir.string());
   fmt::print("use it with: epyctune --sysroot {} detect\n", dir.string());
   return kExitOk;
 }
@@ -57,7 +60,7 @@ void add_fixture_command(CLI::App& app, GlobalOptions& global) {
   auto* create = fx->add_subcommand("create", "Write a faithful fake host tree of an EPYC machine");
   create->add_option("--machine", args->machine, "Which machine")
       ->required()
-      ->check(CLI::IsMember({"9754", "9354", "7543-2s"}));
+      ->check(CLI::IsMember(fixture::fixture_machines()));
   create->add_option("--nps", args->nps, "NUMA nodes per socket")
       ->check(CLI::IsMember({1, 2, 4}))
       ->capture_default_str();

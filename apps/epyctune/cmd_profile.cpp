@@ -1,13 +1,21 @@
-// `epyctune profile list | show NAME [--json] | validate FILE...`
+// `epyctune profile list | show NAME [--json] | validate FILE... | generate [-o FILE]`
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 
 #include "apps/epyctune/commands.hpp"
+#include "common/cpulist.hpp"
+#include "host/capabilities.hpp"
 #include "host/discover.hpp"
 #include "profile/detect.hpp"
+#include "profile/generate.hpp"
 #include "profile/loader.hpp"
 
 namespace epyctune::cli {
@@ -17,6 +25,9 @@ struct ProfileArgs {
   bool json = false;
   std::string name;
   std::vector<std::string> files;
+  // generate
+  std::string output, model, model_draft, generated_name;
+  bool force = false;
 };
 
 // Built-ins and the sysroot's /etc/epyctune/profiles, marking overrides.
@@ -102,6 +113,86 @@ int run_validate(const GlobalOptions& g, const std::vector<std::string>& files) 
   return bad ? kExitError : kExitOk;
 }
 
+// A model file's size, which is what a dense model streams per token; only
+// GGUF files are taken, so a mistyped path is named instead of measured.
+profile::ModelSize model_size(const std::string& path, const char* flag) {
+  if (path.empty()) return {};
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    throw std::invalid_argument(fmt::format("{} {}: {}; give the GGUF file of the model", flag,
+                                            path, std::strerror(errno)));
+  if (!S_ISREG(st.st_mode))
+    throw std::invalid_argument(
+        fmt::format("{} {}: not a regular file; give a GGUF file", flag, path));
+  std::ifstream in(path, std::ios::binary);
+  char magic[4] = {};
+  if (!in.read(magic, 4) || std::string_view(magic, 4) != "GGUF")
+    throw std::invalid_argument(fmt::format(
+        "{} {}: not a GGUF file (no GGUF magic); give the model's .gguf file", flag, path));
+  constexpr uint64_t kMaxModel = uint64_t{4096} << 30;  // numa.model_gb's limit
+  if (static_cast<uint64_t>(st.st_size) > kMaxModel)
+    throw std::invalid_argument(fmt::format("{} {}: larger than 4096 GiB", flag, path));
+  return {static_cast<uint64_t>(st.st_size), path};
+}
+
+// Written beside the target and renamed over it: a reader never sees half a profile.
+void write_whole(const std::string& path, const std::string& text, bool force) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!force && fs::exists(path, ec))
+    throw std::invalid_argument(
+        fmt::format("{} exists; refusing to overwrite it (use --force)", path));
+  if (auto parent = fs::path(path).parent_path(); !parent.empty()) fs::create_directories(parent);
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) throw std::runtime_error(fmt::format("cannot write {}", tmp));
+  }
+  fs::rename(tmp, path);
+}
+
+int run_generate(const GlobalOptions& g, const ProfileArgs& a) {
+  try {
+    host::Sysroot root(g.sysroot);
+    host::DiscoverOptions opt;
+    opt.topology_xml = g.topology_xml;
+    auto topo = host::discover(root, opt);
+    profile::HostFacts facts;
+    if (g.topology_xml.empty()) {
+      facts.sys = &root;
+      facts.capabilities = host::probe_capabilities(root, topo);
+      facts.l3cat = facts.capabilities->l3cat;
+    }
+    profile::GenerateOptions o;
+    o.name = a.generated_name;
+    o.target = model_size(a.model, "--model");
+    o.draft = model_size(a.model_draft, "--model-draft");
+    if (!g.topology_xml.empty())
+      o.host_args = "--topology " + g.topology_xml;
+    else if (g.sysroot != "/")
+      o.host_args = "--sysroot " + g.sysroot;
+    if (!a.model.empty()) o.host_args += " --model " + a.model;
+    if (!a.model_draft.empty()) o.host_args += " --model-draft " + a.model_draft;
+    if (o.host_args.rfind(' ', 0) == 0) o.host_args.erase(0, 1);
+    auto gen = profile::generate_profile(topo, facts, o);
+    if (a.output.empty()) {
+      std::cout << gen.text;
+      return kExitOk;
+    }
+    write_whole(a.output, gen.text, a.force);
+    fmt::print("{}: profile {} for {} (draft: L3 {}, CPUs {}; verify: CPUs {})\n", a.output,
+               gen.profile.name, topo.source, fmt::join(gen.partition.draft_l3, ","),
+               common::format_cpulist(gen.partition.draft_cpus),
+               common::format_cpulist(gen.partition.verify_cpus));
+    return kExitOk;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "epyctune profile generate: {}\n", e.what());
+    return kExitError;
+  }
+}
+
 void add_profile_command(CLI::App& app, GlobalOptions& global) {
   auto* cmd = app.add_subcommand("profile", "List, show and validate hardware profiles");
   cmd->require_subcommand(1);
@@ -120,6 +211,17 @@ void add_profile_command(CLI::App& app, GlobalOptions& global) {
       "validate", "Check profile files; with --sysroot/--topology also against that host");
   val->add_option("FILE", a->files, "Profile files (or built-in names)")->required();
   val->callback([a, &global] { global.exit_code = run_validate(global, a->files); });
+  auto* gen = cmd->add_subcommand(
+      "generate",
+      "Write a complete, commented profile for this host (or --sysroot DIR / --topology X.xml)");
+  gen->add_option("-o,--output", a->output, "Write the profile here (default: standard output)");
+  gen->add_option("--model", a->model, "The target's GGUF file: sizes the hugepages");
+  gen->add_option("--model-draft", a->model_draft,
+                  "The draft's GGUF file: sizes the hugepages and the draft's L3 domains");
+  gen->add_option("--name", a->generated_name,
+                  "The profile's name (default: from the part, e.g. epyc-7451-2s-generated)");
+  gen->add_flag("--force", a->force, "Overwrite an existing -o FILE");
+  gen->callback([a, &global] { global.exit_code = run_generate(global, *a); });
 }
 
 static Registrar reg(&add_profile_command);

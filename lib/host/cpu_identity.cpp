@@ -36,10 +36,13 @@ struct KnownPart {
   int family, model;
 };
 // Only parts whose CPUID numbers we are sure of; the rest stay unknown.
+// Turin (Zen 5) is family 1Ah models 00h-0Fh (the 9005 parts report 02h);
+// Turin dense (Zen 5c) models 10h-1Fh (11h).
 constexpr KnownPart kKnownParts[] = {
-    {"EPYC 7543", 25, 0x01}, {"EPYC 7763", 25, 0x01}, {"EPYC 7713", 25, 0x01},
-    {"EPYC 9354", 25, 0x11}, {"EPYC 9654", 25, 0x11}, {"EPYC 9554", 25, 0x11},
-    {"EPYC 9754", 25, 0xA0}, {"EPYC 9734", 25, 0xA0},
+    {"EPYC 7451", 23, 0x01}, {"EPYC 7543", 25, 0x01}, {"EPYC 7763", 25, 0x01},
+    {"EPYC 7713", 25, 0x01}, {"EPYC 9354", 25, 0x11}, {"EPYC 9654", 25, 0x11},
+    {"EPYC 9554", 25, 0x11}, {"EPYC 9754", 25, 0xA0}, {"EPYC 9734", 25, 0xA0},
+    {"EPYC 9655", 26, 0x02}, {"EPYC 9755", 26, 0x02}, {"EPYC 9965", 26, 0x11},
 };
 
 }  // namespace
@@ -142,6 +145,9 @@ CpuIdentity identify_cpu(const Sysroot& root) {
   if (max_ext >= 0x80000021u && __get_cpuid_count(0x80000021u, 0, &a, &b, &c, &d))
     id.prefetch_control = (a >> 13) & 1u;
   id.microarch = microarch_for(id.vendor, id.family, id.model);
+  // Our table first: libcpuid 0.6.2 names a family-1Ah EPYC "Athlon X2
+  // (Kuma)"; its guess stays only for parts the table does not know.
+  if (auto ours = codename_for(id.vendor, id.family, id.model); !ours.empty()) id.codename = ours;
   id.source = "cpuid";
   return id;
 }

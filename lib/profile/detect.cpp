@@ -5,7 +5,9 @@
 #include <algorithm>
 
 #include "common/cpulist.hpp"
+#include "host/cpu_identity.hpp"
 #include "host/json.hpp"
+#include "profile/generate.hpp"
 
 namespace epyctune::profile {
 
@@ -41,9 +43,10 @@ DetectReport run_detect(const host::Sysroot& root, const host::DiscoverOptions& 
     if (t.cpu.vendor != "AuthenticAMD")
       why = fmt::format("the CPU vendor is {}, not AMD",
                         t.cpu.vendor.empty() ? "unknown" : t.cpu.vendor);
-    else if (t.cpu.family != 25 && t.cpu.family != 0)
+    else if (t.cpu.family != 25 && t.cpu.family != 26 && t.cpu.family != 0)
       why = fmt::format(
-          "CPU family {} ({}) has no built-in profile (they cover family 25: Zen 3/Zen 4)",
+          "CPU family {} ({}) has no built-in profile (they cover families 25 and 26: Zen 3 to "
+          "Zen 5)",
           t.cpu.family, t.cpu.microarch);
     else
       why = fmt::format(
@@ -56,10 +59,27 @@ DetectReport run_detect(const host::Sysroot& root, const host::DiscoverOptions& 
           "; closest: {} (score {}: {})", r.fits.front().name, r.fits.front().match.score,
           r.fits.front().match.mismatches.empty() ? std::string("-")
                                                   : r.fits.front().match.mismatches.front());
-    r.note = fmt::format(
-        "no built-in profile fits this host: {}{}. Write a profile for it (include = \"base\" and "
-        "set [hardware] and [partition]) or plan with --force to rehearse",
-        why, closest);
+    // Generation refuses hosts it cannot partition (no AMD, no L3, a single
+    // L3 domain): then detect must not offer it.
+    std::string cannot;
+    try {
+      generate_profile(t, {}, {});
+    } catch (const GenerateError& e) {
+      cannot = e.what();
+    }
+    std::string sysroot = root.is_live() ? "/" : root.root().string();
+    if (cannot.empty()) {
+      r.generate_command = generate_command(t, sysroot, opt.topology_xml);
+      r.note = fmt::format(
+          "no built-in profile fits this host: {}{}. Generate one from its topology: {} ; then: {}",
+          why, closest, r.generate_command, generated_plan_command(t, sysroot, opt.topology_xml));
+    } else {
+      r.note = fmt::format(
+          "no built-in profile fits this host: {}{}. `epyctune profile generate` cannot write one "
+          "either: {}. Write a profile by hand (include = \"base\" and set [hardware] and "
+          "[partition]) or plan with --force to rehearse",
+          why, closest, cannot);
+    }
   }
   return r;
 }
@@ -73,16 +93,18 @@ json detect_to_json(const DetectReport& r) {
                     {"score", f.match.score},
                     {"reasons", f.match.reasons},
                     {"mismatches", f.match.mismatches}});
-  return json{{"schema_version", kDetectSchemaVersion},
-              {"source", r.topology.source},
-              {"cpu", host::cpu_to_json(r.topology.cpu)},
-              {"topology", host::topology_to_json(r.topology)},
-              {"capabilities_probed", r.capabilities_probed},
-              {"capabilities", host::capabilities_to_json(r.capabilities)},
-              {"profiles", fits},
-              {"recommendation",
-               {{"profile", r.recommended.empty() ? json(nullptr) : json(r.recommended)},
-                {"note", r.note}}}};
+  return json{
+      {"schema_version", kDetectSchemaVersion},
+      {"source", r.topology.source},
+      {"cpu", host::cpu_to_json(r.topology.cpu)},
+      {"topology", host::topology_to_json(r.topology)},
+      {"capabilities_probed", r.capabilities_probed},
+      {"capabilities", host::capabilities_to_json(r.capabilities)},
+      {"profiles", fits},
+      {"recommendation",
+       {{"profile", r.recommended.empty() ? json(nullptr) : json(r.recommended)},
+        {"generate_command", r.generate_command.empty() ? json(nullptr) : json(r.generate_command)},
+        {"note", r.note}}}};
 }
 
 namespace {
@@ -119,9 +141,11 @@ std::string detect_to_text(const DetectReport& r) {
       "      {} family {} ({:X}h) model {} ({:X}h) stepping {}: {}{}{}; identity from {}\n",
       cpu.vendor.empty() ? "unknown vendor" : cpu.vendor, cpu.family, cpu.family, cpu.model,
       cpu.model, cpu.stepping, cpu.microarch,
-      cpu.codename.empty()    ? ""
-      : cpu.source == "cpuid" ? fmt::format(", libcpuid guesses \"{}\" (a hint only)", cpu.codename)
-                              : ", " + cpu.codename,
+      cpu.codename.empty() ? ""
+      : cpu.source == "cpuid" &&
+              cpu.codename != host::codename_for(cpu.vendor, cpu.family, cpu.model)
+          ? fmt::format(", libcpuid guesses \"{}\" (a hint only)", cpu.codename)
+          : ", " + cpu.codename,
       cpu.hypervisor ? ", virtual machine" : "", cpu.source);
   int nps = t.nodes_per_socket();
   s += fmt::format(

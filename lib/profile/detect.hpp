@@ -28,6 +28,8 @@ struct DetectReport {
   std::vector<ProfileFit> fits;     // every built-in, best first
   std::string recommended;          // "" when nothing fits
   std::string note;                 // the recommendation, or why nothing fits
+  // Nothing fits an AMD host: the `epyctune profile generate` command for it.
+  std::string generate_command;
 };
 
 DetectReport run_detect(const host::Sysroot& root, const host::DiscoverOptions& opt);

@@ -96,6 +96,13 @@ struct ExtraMsr {
   std::string reason;  // why the operator whitelisted it
 };
 
+// The PrefetchControl (0xC0000108) fields AMD documents for family 19h and
+// 1Ah: L1Stream (bit 0), L1Stride (1), L1Region (2), L2Stream (3), L2UpDown
+// (5); a set bit disables. Zen 5 resets the MSR to 0x3C0: bits 6-9 are fields
+// whose meaning AMD has not published, so no profile may write them, and
+// read-modify-write under the mask keeps what firmware put there.
+inline constexpr uint64_t kPrefetchDocumentedBits = 0x2F;
+
 struct PrefetchStep {
   bool enabled = true;
   uint32_t msr = 0xC0000108;       // PrefetchControl; a set bit disables

@@ -92,6 +92,14 @@ void check_host_free(const Profile& p, Checker& c) {
     c.error("prefetch.msr",
             fmt::format("the prefetch step writes PrefetchControl, not {:#x}", pf.msr),
             "keep msr = 0xC0000108; list other MSRs under [[prefetch.extra]] with a reason");
+  if (pf.mask & ~kPrefetchDocumentedBits)
+    c.error(
+        "prefetch.mask",
+        fmt::format("prefetch.mask = {:#x} reaches PrefetchControl bits {:#x}, which AMD does not "
+                    "document (Zen 5 resets bits 6-9 to 0x3C0 with no published meaning)",
+                    pf.mask, pf.mask & ~kPrefetchDocumentedBits),
+        "keep the mask within 0x2F: L1Stream 0x1, L1Stride 0x2, L1Region 0x4, L2Stream 0x8, "
+        "L2UpDown 0x20");
   if (pf.value & ~pf.mask)
     c.error("prefetch.value",
             fmt::format("value {:#x} sets bits outside mask {:#x}", pf.value, pf.mask),

@@ -31,6 +31,18 @@ const Expect kMachines[] = {
     {"7543-2s", 2, 2, 16, 64, 128, 32ull << 20, 25, 0x01, "zen3"},
 };
 
+// The current lineup and Naples (no built-in): one L3 domain per CCD from Zen 3
+// on, including Zen 5c's 16-core CCX; two per die on Zen 1.
+const Expect kLineup[] = {
+    {"9654", 1, 1, 12, 96, 192, 32ull << 20, 25, 0x11, "zen4"},
+    {"9654-2s", 2, 2, 24, 192, 384, 32ull << 20, 25, 0x11, "zen4"},
+    {"7763-2s", 2, 2, 16, 128, 256, 32ull << 20, 25, 0x01, "zen3"},
+    {"9655", 1, 1, 12, 96, 192, 32ull << 20, 26, 0x02, "zen5"},
+    {"9755", 1, 1, 16, 128, 256, 32ull << 20, 26, 0x02, "zen5"},
+    {"9965", 1, 1, 12, 192, 384, 32ull << 20, 26, 0x11, "zen5c"},
+    {"7451-2s", 2, 2, 16, 48, 96, 8ull << 20, 23, 0x01, "zen"},
+};
+
 void check_shape(const host::Topology& t, const Expect& e) {
   INFO("machine ", e.machine, " source ", t.source);
   CHECK(t.sockets == e.sockets);
@@ -80,6 +92,35 @@ TEST_CASE("discover on each fixture gives the real silicon") {
     CHECK_FALSE(t.cpu.hypervisor);
     CHECK(t.cpu.brand.find(e.machine.substr(0, 4)) != std::string::npos);
   }
+}
+
+TEST_CASE("discover on the lineup's fixtures: Zen 5, Zen 5c, Genoa, Milan, Naples") {
+  for (const auto& e : kLineup) {
+    fixture::FixtureOptions o;
+    o.machine = e.machine;
+    host::Sysroot root(cached_fixture(o));
+    auto t = host::discover(root);
+    check_shape(t, e);
+    CHECK(t.cpu.family == e.family);
+    CHECK(t.cpu.model == e.model);
+    CHECK(t.cpu.microarch == e.microarch);
+    bool zen4_on = e.microarch != "zen3" && e.microarch != "zen";
+    CHECK(t.cpu.prefetch_control == zen4_on);
+    CHECK(t.cpu.has_flag("avx512f") == zen4_on);
+    CHECK(t.cpu.has_flag("cat_l3") == (e.microarch != "zen"));
+    CHECK(t.cpu.brand.find(e.machine.substr(0, 4)) != std::string::npos);
+    // Zen 5's L1d is 48 KB; the kernel's index0 says so.
+    auto l1d = root.read_value("/sys/devices/system/cpu/cpu0/cache/index0/size");
+    CHECK(l1d.value_or("") == (e.family == 26 ? "48K" : "32K"));
+  }
+  // Naples: a NUMA node per die at NPS4, two 3-core CCXs per die, core_ids
+  // with a hole after each CCX.
+  auto naples = host::discover(host::Sysroot(cached_fixture("7451-2s", 4)));
+  CHECK(naples.numa_nodes.size() == 8);
+  CHECK(naples.l3_domains[2].numa_node == 1);
+  auto core_id = host::Sysroot(cached_fixture("7451-2s", 4))
+                     .read_value("/sys/devices/system/cpu/cpu3/topology/core_id");
+  CHECK(core_id.value_or("") == "4");
 }
 
 TEST_CASE("discover: NPS4 and SMT off") {
@@ -177,6 +218,18 @@ TEST_CASE("cpu identity: family/model decide, the codename is a hint") {
   CHECK_FALSE(host::cpuid_dump_prefetch_control("80000021 0 0 0 => 1fff 0 0 0\n"));
   auto x = host::identity_from_hwloc_infos("", "", "", "", "AMD EPYC 97545 Processor");
   CHECK(x.family == 0);
+  // Zen 5 parts from the brand alone (an XML without CPUID infos).
+  auto turin = host::identity_from_hwloc_infos("", "", "", "", "AMD EPYC 9755 128-Core Processor");
+  CHECK(turin.family == 26);
+  CHECK(turin.microarch == "zen5");
+  CHECK(turin.codename == "Turin");
+  auto dense = host::identity_from_hwloc_infos("", "", "", "", "AMD EPYC 9965 192-Core Processor");
+  CHECK(dense.model == 0x11);
+  CHECK(dense.microarch == "zen5c");
+  CHECK(dense.codename == "Turin Dense");
+  auto naples = host::identity_from_hwloc_infos("", "", "", "", "AMD EPYC 7451 24-Core Processor");
+  CHECK(naples.family == 23);
+  CHECK(naples.microarch == "zen");
 }
 
 TEST_CASE("cpu identity: bytes that are not UTF-8 are replaced, so detect --json can print them") {

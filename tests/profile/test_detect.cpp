@@ -92,7 +92,8 @@ void check_schema(const json& j) {
   for (auto k : {"num_closids", "min_cbm_bits", "irqs", "managed_irqs"}) has(c, k, T::Int);
   for (auto k : {"resctrl_kernel", "resctrl_mounted", "root", "cap_sys_rawio", "numa_balancing_on"})
     has(c, k, T::Bool);
-  CHECK(j["profiles"].size() == 3);
+  CHECK(j["profiles"].size() == profile::list_profiles().size());
+  has(j["recommendation"], "generate_command", T::StrOrNull);
   for (const auto& p : j["profiles"]) {
     has(p, "name", T::Str);
     has(p, "aliases", T::Arr);

@@ -124,6 +124,14 @@ TEST_CASE("MSR writes refused without AMD + family + the PrefetchControl CPUID b
   p.prefetch.msr = 0xC0010015;
   StepContext ctx2{h.sys, p, h.topo, h.part, ""};
   CHECK(build_knobs(ctx2, {6})[0].unsupported.find("not whitelisted") != std::string::npos);
+  // A mask reaching PrefetchControl's undocumented bits (Zen 5 resets 6-9 to
+  // 0x3C0) is refused even in a profile built in code, which skips loading.
+  p.prefetch.msr = 0xC0000108;
+  p.prefetch.mask = 0x3EF;
+  StepContext ctx3{h.sys, p, h.topo, h.part, ""};
+  auto wide = build_knobs(ctx3, {6});
+  REQUIRE(wide.size() == 1);
+  CHECK(wide[0].unsupported.find("not documented") != std::string::npos);
 }
 
 TEST_CASE("9354: crash after every k-th write, then revert: byte-identical") {

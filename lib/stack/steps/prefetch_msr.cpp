@@ -1,8 +1,9 @@
 // Step 6: hardware prefetchers through MSR 0xC0000108 (PrefetchControl; a set
 // bit disables a prefetcher), read-modify-write under the profile's mask on
 // every selected CPU. Gated on AMD + family 25/26 + the CPUID bit that
-// documents the MSR. Any other MSR is refused unless the profile whitelists
-// it, and the old family-10h DC_CFG recipe (0xC0011022) is refused always.
+// documents the MSR, and on the mask staying within the documented fields.
+// Any other MSR is refused unless the profile whitelists it, and the old
+// family-10h DC_CFG recipe (0xC0011022) is refused always.
 #include <fmt/format.h>
 
 #include "common/cpulist.hpp"
@@ -15,6 +16,8 @@ namespace {
 constexpr const char* kStep = "prefetch";
 constexpr uint32_t kPrefetchControl = 0xC0000108;
 constexpr uint32_t kDcCfg = 0xC0011022;
+// Profiles are checked for this when loaded; a profile built in code is not.
+constexpr uint64_t kDocumentedPrefetchBits = profile::kPrefetchDocumentedBits;
 
 // Why MSR writes cannot happen on this host/profile; "" when they can.
 std::string refusal(const StepContext& ctx) {
@@ -86,6 +89,15 @@ std::vector<Knob> prefetch_knobs(const StepContext& ctx) {
             : fmt::format("refused: prefetch.msr = {:#x} is not PrefetchControl (0xC0000108) and "
                           "is not whitelisted in prefetch.extra",
                           pf.msr)));
+  } else if (pf.msr == kPrefetchControl && (pf.mask & ~kDocumentedPrefetchBits)) {
+    knobs.push_back(unsupported_knob(
+        kStep, "MSR 0xc0000108", "/dev/cpu",
+        fmt::format("refused: prefetch.mask {:#x} reaches bits {:#x} of PrefetchControl, which are "
+                    "not documented for family {:#x}{}; only {:#x} (L1Stream, L1Stride, L1Region, "
+                    "L2Stream, L2UpDown) may be written",
+                    pf.mask, pf.mask & ~kDocumentedPrefetchBits, ctx.topo.cpu.family,
+                    ctx.topo.cpu.family == 0x1A ? " (Zen 5 resets them to 0x3C0)" : "",
+                    kDocumentedPrefetchBits)));
   } else if (pf.msr == kPrefetchControl) {
     add_msr(ctx, knobs, cpus, pf.msr, pf.mask, pf.value, "PrefetchControl");
   }
