@@ -13,6 +13,7 @@
 
 #include "apps/epyctune-engine/bench_spec.hpp"
 #include "common/cpulist.hpp"
+#include "common/stats.hpp"
 #include "engine/kernels/kernels.hpp"
 #include "engine/runtime/bandwidth.hpp"
 #include "engine/serving/engine.hpp"
@@ -38,12 +39,7 @@ struct Runs {
   std::map<int, int64_t> k_hist;
 };
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using common::median;
 
 std::vector<Config> parse_configs(const std::vector<std::string>& spec_list, int& max_k) {
   std::vector<Config> out{{"plain", false, 0}};

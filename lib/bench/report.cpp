@@ -6,9 +6,13 @@
 #include <cmath>
 #include <filesystem>
 
+#include "common/text.hpp"
+
 namespace epyctune::bench {
 
 namespace {
+
+using common::xml_escape;
 
 std::string pct(double x) {
   return fmt::format("{:+.1f}%", 100.0 * x);
@@ -16,23 +20,6 @@ std::string pct(double x) {
 
 std::string verdict_of(const std::optional<Comparison>& c) {
   return c ? verdict_name(c->verdict) : "-";
-}
-
-std::string xml_escape(const std::string& s) {
-  std::string o;
-  for (char ch : s) {
-    if (ch == '&')
-      o += "&amp;";
-    else if (ch == '<')
-      o += "&lt;";
-    else if (ch == '>')
-      o += "&gt;";
-    else if (ch == '"')
-      o += "&quot;";
-    else
-      o += ch;
-  }
-  return o;
 }
 
 nlohmann::json comparison_json(const std::optional<Comparison>& c, double delta) {

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "common/stats.hpp"
+
 namespace epyctune::bench {
 
 struct Summary {
@@ -14,7 +16,7 @@ struct Summary {
   int n = 0;
 };
 Summary summarize(std::vector<double> v);  // empty -> all zero
-double median(std::vector<double> v);
+using common::median;                      // one definition, in lib/common
 
 // Two-sided Mann-Whitney U test of "a and b come from the same distribution".
 // Exact null distribution when there are no ties and n_a * n_b <= 400, else

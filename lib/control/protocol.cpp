@@ -4,34 +4,10 @@
 
 #include <algorithm>
 
+#include "common/text.hpp"
+
 namespace epyctune::control {
 namespace {
-
-// Depth of '[' / '{' nesting outside strings, stopping as soon as it passes
-// `limit`: refused before nlohmann builds anything from the line.
-bool nested_deeper_than(std::string_view line, int limit) {
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (char c : line) {
-    if (in_string) {
-      if (escaped)
-        escaped = false;
-      else if (c == '\\')
-        escaped = true;
-      else if (c == '"')
-        in_string = false;
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > limit) return true;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return false;
-}
 
 std::string known_methods() {
   std::string s;
@@ -92,7 +68,7 @@ Request parse_request(std::string_view line, nlohmann::json* id_seen) {
   if (line.size() > kMaxRequestBytes)
     throw ProtocolError(code::too_large, fmt::format("request of {} bytes; the limit is {}",
                                                      line.size(), kMaxRequestBytes));
-  if (nested_deeper_than(line, kMaxDepth))
+  if (common::json_depth(line, kMaxDepth) > static_cast<size_t>(kMaxDepth))
     throw ProtocolError(code::invalid_request,
                         fmt::format("JSON nested deeper than {} levels", kMaxDepth));
   nlohmann::json j;

@@ -2,17 +2,12 @@
 
 #include <fmt/format.h>
 
+#include "common/prometheus.hpp"
+
 namespace epyctune::engine::serving {
 namespace {
 constexpr const char* kPrefix = "epyctune_serve_";
 
-void head(std::string& out, const char* name, const char* type, const char* help) {
-  out += fmt::format("# HELP {}{} {}\n# TYPE {}{} {}\n", kPrefix, name, help, kPrefix, name, type);
-}
-void metric(std::string& out, const char* name, const char* type, const char* help, double v) {
-  head(out, name, type, help);
-  out += fmt::format("{}{} {}\n", kPrefix, name, v);
-}
 }  // namespace
 
 void Metrics::request(const std::string& endpoint, int code, double seconds) {
@@ -49,59 +44,58 @@ void Metrics::generation(int64_t prompt_tokens, const speculative::SpecStats& st
 
 std::string Metrics::render(const QueueGauges& q, const ConnectionGauges& c) const {
   std::lock_guard lk(mu_);
-  std::string out;
-  head(out, "requests_total", "counter", "HTTP requests answered, by endpoint and status code.");
+  common::PromWriter w;
+  auto name = [](const char* n) { return std::string(kPrefix) + n; };
+  auto single = [&](const char* n, const char* type, const char* help, double v) {
+    w.single(name(n), type, help, v);
+  };
+  w.family(name("requests_total"), "counter",
+           "HTTP requests answered, by endpoint and status code.");
   for (const auto& [key, n] : requests_)
-    out += fmt::format("{}requests_total{{endpoint=\"{}\",code=\"{}\"}} {}\n", kPrefix, key.first,
-                       key.second, n);
-  metric(out, "rejected_total", "counter", "Requests refused with 503 because the queue was full.",
+    w.sample(name("requests_total"), double(n),
+             {{"endpoint", key.first}, {"code", std::to_string(key.second)}});
+  single("rejected_total", "counter", "Requests refused with 503 because the queue was full.",
          double(rejected_));
-  metric(out, "cancelled_total", "counter",
+  single("cancelled_total", "counter",
          "Completions stopped or dropped because their client disconnected.", double(cancelled_));
-  metric(out, "prompt_tokens_total", "counter", "Prompt tokens processed.", double(prompt_tokens_));
-  metric(out, "generated_tokens_total", "counter", "Tokens generated.", double(generated_));
-  metric(out, "prompt_seconds_total", "counter", "Seconds spent processing prompts.", prompt_s_);
-  metric(out, "generation_seconds_total", "counter", "Seconds spent generating tokens.",
-         generate_s_);
-  metric(out, "tokens_per_second", "gauge", "Generation speed of the last completion.",
-         last_tok_s_);
-  metric(out, "spec_drafted_total", "counter", "Speculative proposals sent to the target.",
+  single("prompt_tokens_total", "counter", "Prompt tokens processed.", double(prompt_tokens_));
+  single("generated_tokens_total", "counter", "Tokens generated.", double(generated_));
+  single("prompt_seconds_total", "counter", "Seconds spent processing prompts.", prompt_s_);
+  single("generation_seconds_total", "counter", "Seconds spent generating tokens.", generate_s_);
+  single("tokens_per_second", "gauge", "Generation speed of the last completion.", last_tok_s_);
+  single("spec_drafted_total", "counter", "Speculative proposals sent to the target.",
          double(drafted_));
-  metric(out, "spec_accepted_total", "counter", "Speculative proposals the target accepted.",
+  single("spec_accepted_total", "counter", "Speculative proposals the target accepted.",
          double(accepted_));
-  metric(out, "spec_acceptance_rate", "gauge",
+  single("spec_acceptance_rate", "gauge",
          "Accepted over drafted proposals since start (0 when none were drafted).",
          drafted_ ? double(accepted_) / double(drafted_) : 0.0);
-  metric(out, "queue_depth", "gauge", "Requests waiting for the generation worker.",
-         double(q.depth));
-  metric(out, "queue_capacity", "gauge", "Requests that may wait (--queue).", double(q.capacity));
-  metric(out, "in_flight", "gauge", "Completions being generated now (0 or 1).",
-         double(q.in_flight));
-  metric(out, "connections", "gauge", "HTTP connections open now.", double(c.open));
-  metric(out, "connections_max", "gauge", "HTTP connections allowed at once (--max-connections).",
+  single("queue_depth", "gauge", "Requests waiting for the generation worker.", double(q.depth));
+  single("queue_capacity", "gauge", "Requests that may wait (--queue).", double(q.capacity));
+  single("in_flight", "gauge", "Completions being generated now (0 or 1).", double(q.in_flight));
+  single("connections", "gauge", "HTTP connections open now.", double(c.open));
+  single("connections_max", "gauge", "HTTP connections allowed at once (--max-connections).",
          double(c.capacity));
-  metric(out, "connections_refused_total", "counter",
+  single("connections_refused_total", "counter",
          "Connections turned away (503) or idle ones closed to make room, at the cap.",
          double(c.refused));
-  metric(out, "request_timeouts_total", "counter",
+  single("request_timeouts_total", "counter",
          "Requests whose headers or body missed their deadline (408).", double(c.timed_out));
-  metric(out, "unreadable_requests_total", "counter",
+  single("unreadable_requests_total", "counter",
          "Requests refused before routing: malformed, or over a size limit.",
          double(c.refused_requests));
-  head(out, "request_duration_seconds", "histogram",
-       "Completion request latency, from arrival to the last byte, by endpoint.");
+  const std::string hist = name("request_duration_seconds");
+  w.family(hist, "histogram",
+           "Completion request latency, from arrival to the last byte, by endpoint.");
   for (const auto& [ep, h] : latency_) {
     for (size_t i = 0; i < kBuckets.size(); ++i)
-      out += fmt::format("{}request_duration_seconds_bucket{{endpoint=\"{}\",le=\"{}\"}} {}\n",
-                         kPrefix, ep, kBuckets[i], h.counts[i]);
-    out += fmt::format("{}request_duration_seconds_bucket{{endpoint=\"{}\",le=\"+Inf\"}} {}\n",
-                       kPrefix, ep, h.count);
-    out +=
-        fmt::format("{}request_duration_seconds_sum{{endpoint=\"{}\"}} {}\n", kPrefix, ep, h.sum);
-    out += fmt::format("{}request_duration_seconds_count{{endpoint=\"{}\"}} {}\n", kPrefix, ep,
-                       h.count);
+      w.sample(hist + "_bucket", double(h.counts[i]),
+               {{"endpoint", ep}, {"le", fmt::format("{}", kBuckets[i])}});
+    w.sample(hist + "_bucket", double(h.count), {{"endpoint", ep}, {"le", "+Inf"}});
+    w.sample(hist + "_sum", h.sum, {{"endpoint", ep}});
+    w.sample(hist + "_count", double(h.count), {{"endpoint", ep}});
   }
-  return out;
+  return w.take();
 }
 
 }  // namespace epyctune::engine::serving

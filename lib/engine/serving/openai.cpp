@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "common/text.hpp"
 #include "engine/chat/chat_template.hpp"
 
 namespace epyctune::engine::serving {
@@ -175,32 +176,8 @@ void refuse_unsupported(const json& body) {
 
 }  // namespace
 
-size_t json_depth(std::string_view text) {
-  size_t depth = 0, deepest = 0;
-  bool in_string = false, escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped)
-        escaped = false;
-      else if (c == '\\')
-        escaped = true;
-      else if (c == '"')
-        in_string = false;
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-    } else if ((c == ']' || c == '}') && depth > 0) {
-      --depth;
-    }
-  }
-  return deepest;
-}
-
 nlohmann::json parse_body(std::string_view text) {
-  if (const size_t d = json_depth(text); d > kMaxJsonDepth)
+  if (const size_t d = common::json_depth(text); d > kMaxJsonDepth)
     throw ApiError(400,
                    "the body nests " + std::to_string(d) + " levels deep; the limit is " +
                        std::to_string(kMaxJsonDepth),
@@ -358,39 +335,6 @@ TokenizeRequest parse_tokenize(std::string_view text) {
   return r;
 }
 
-namespace {
-// Strict UTF-8: no overlong forms, no surrogates, nothing past U+10FFFF.
-bool valid_utf8(std::string_view s) {
-  for (size_t i = 0; i < s.size();) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    size_t n = 0;
-    uint32_t cp = 0;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if ((c & 0xE0) == 0xC0) {
-      n = 1, cp = c & 0x1F;
-    } else if ((c & 0xF0) == 0xE0) {
-      n = 2, cp = c & 0x0F;
-    } else if ((c & 0xF8) == 0xF0) {
-      n = 3, cp = c & 0x07;
-    } else {
-      return false;
-    }
-    for (size_t k = 1; k <= n; ++k) {
-      if (i + k >= s.size()) return false;
-      const auto d = static_cast<unsigned char>(s[i + k]);
-      if ((d & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (d & 0x3F);
-    }
-    static constexpr uint32_t kMin[] = {0, 0x80, 0x800, 0x10000};
-    if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
-    i += n + 1;
-  }
-  return true;
-}
-}  // namespace
-
 json tokenize_reply(const Tokenizer& tok, const TokenizeRequest& r) {
   const std::vector<int32_t> ids = tok.encode(r.content, r.add_special && tok.add_bos());
   json tokens = json::array();
@@ -401,7 +345,7 @@ json tokenize_reply(const Tokenizer& tok, const TokenizeRequest& r) {
     }
     const std::string piece = tok.token_to_piece(id, true);
     json p;
-    if (valid_utf8(piece)) {
+    if (common::is_valid_utf8(piece)) {
       p = piece;
     } else {
       p = json::array();

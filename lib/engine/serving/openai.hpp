@@ -32,8 +32,6 @@ enum class Endpoint { completions, chat };
 // Request bodies nest at most this deep: a request needs 4-5 levels, and the
 // limit is checked before parsing, so depth costs no stack.
 inline constexpr size_t kMaxJsonDepth = 64;
-// The deepest nesting of [ and { outside strings (a linear scan).
-size_t json_depth(std::string_view text);
 // A request body as a JSON object, or ApiError (400): too deep, not JSON,
 // not an object.
 nlohmann::json parse_body(std::string_view text);

@@ -8,11 +8,17 @@
 #include <set>
 #include <stdexcept>
 #include <string_view>
+#include <tuple>
 #include <utility>
+
+#include "common/prometheus.hpp"
+#include "common/text.hpp"
 
 namespace epyctune::stack {
 
 namespace {
+
+using common::xml_escape;
 
 // Multi-line values (file contents) are shown on one line.
 std::string one_line(std::string s, size_t max = 60) {
@@ -22,93 +28,34 @@ std::string one_line(std::string s, size_t max = 60) {
   return s;
 }
 
-std::string xml_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        o += "&amp;";
-        break;
-      case '<':
-        o += "&lt;";
-        break;
-      case '>':
-        o += "&gt;";
-        break;
-      case '"':
-        o += "&quot;";
-        break;
-      case '\'':
-        o += "&apos;";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t')
-          o += ' ';
-        else
-          o += c;
-    }
-  }
-  return o;
-}
-
-// The text exposition format escapes exactly these three in label values.
-std::string label_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '\\')
-      o += "\\\\";
-    else if (c == '"')
-      o += "\\\"";
-    else if (c == '\n')
-      o += "\\n";
-    else
-      o += c;
-  }
-  return o;
-}
-
-// One metric family: HELP and TYPE once, then its samples, as the exposition
-// format requires (node_exporter's textfile collector rejects a file that
-// repeats them or interleaves families).
-void family(std::string& out, std::string_view name, std::string_view help) {
-  out += fmt::format("# HELP {} {}\n# TYPE {} gauge\n", name, help, name);
-}
-
 // The labels that identify one check. The path is among them because nothing
 // makes (step, knob) unique, and one repeated series makes node_exporter drop
 // the whole file; an exact repeat (one knob planned twice) is written once.
-std::string check_labels(const Checklist& c, const CheckLine& l) {
-  return fmt::format("profile=\"{}\",step=\"{}\",knob=\"{}\",path=\"{}\"", label_escape(c.profile),
-                     label_escape(l.step), label_escape(l.name), label_escape(l.path));
-}
-
 std::string render_prometheus(const Checklist& c) {
-  std::string out;
-  const std::string profile = label_escape(c.profile);
-  family(out, "epyctune_verify_ok", "1 when no epyctune verify check failed, else 0.");
-  out += fmt::format("epyctune_verify_ok{{profile=\"{}\"}} {}\n", profile, c.ok() ? 1 : 0);
-  family(out, "epyctune_verify_timestamp_seconds",
-         "Unix time of the epyctune verify run these metrics come from.");
-  out += fmt::format("epyctune_verify_timestamp_seconds{{profile=\"{}\"}} {}\n", profile,
-                     c.timestamp_seconds);
-  family(out, "epyctune_verify_checks", "Number of epyctune verify checks by result.");
+  common::PromWriter w;
+  w.family("epyctune_verify_ok", "gauge", "1 when no epyctune verify check failed, else 0.");
+  w.sample("epyctune_verify_ok", c.ok() ? 1 : 0, {{"profile", c.profile}});
+  w.family("epyctune_verify_timestamp_seconds", "gauge",
+           "Unix time of the epyctune verify run these metrics come from.");
+  w.sample("epyctune_verify_timestamp_seconds", double(c.timestamp_seconds),
+           {{"profile", c.profile}});
+  w.family("epyctune_verify_checks", "gauge", "Number of epyctune verify checks by result.");
   const std::pair<const char*, int> by_result[] = {
       {"pass", c.passed}, {"fail", c.failed}, {"skip", c.skipped}};
   for (const auto& [result, n] : by_result)
-    out += fmt::format("epyctune_verify_checks{{profile=\"{}\",result=\"{}\"}} {}\n", profile,
-                       result, n);
-  family(out, "epyctune_verify_check",
-         "Result of one epyctune verify check: 1 pass, 0 fail, -1 skipped.");
-  std::set<std::string> seen;
+    w.sample("epyctune_verify_checks", n, {{"profile", c.profile}, {"result", result}});
+  w.family("epyctune_verify_check", "gauge",
+           "Result of one epyctune verify check: 1 pass, 0 fail, -1 skipped.");
+  std::set<std::tuple<std::string, std::string, std::string>> seen;
   for (const auto& l : c.lines) {
-    std::string labels = check_labels(c, l);
-    if (!seen.insert(labels).second) continue;
-    out += fmt::format("epyctune_verify_check{{{}}} {}\n", labels,
-                       l.result == "pass"   ? 1
-                       : l.result == "fail" ? 0
-                                            : -1);
+    if (!seen.insert({l.step, l.name, l.path}).second) continue;
+    w.sample("epyctune_verify_check",
+             l.result == "pass"   ? 1
+             : l.result == "fail" ? 0
+                                  : -1,
+             {{"profile", c.profile}, {"step", l.step}, {"knob", l.name}, {"path", l.path}});
   }
-  return out;
+  return w.take();
 }
 
 std::string md_cell(const std::string& s) {
