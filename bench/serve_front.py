@@ -135,11 +135,12 @@ def exchange(s, raw, timeout=20):
 
 
 def load(loadgen, s, seconds, *extra):
-    out = subprocess.run([loadgen, "--url", s.url, "-c", "8", "-d", str(seconds), "-n", "16",
-                          "--stream", "--json", *extra], capture_output=True, text=True)
     try:
+        out = subprocess.run([loadgen, "--url", s.url, "-c", "8", "-d", str(seconds), "-n", "16",
+                              "--stream", "--json", *extra], capture_output=True, text=True,
+                             timeout=seconds + 120)
         return json.loads(out.stdout)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, subprocess.TimeoutExpired):
         return {"ttft_p50_s": float("nan"), "ttft_p99_s": float("nan"), "tok_s": 0,
                 "errors": -1, "ok": 0}
 
@@ -164,10 +165,11 @@ def round_for(engine, model, loadgen, seconds):
             second.stop()
         except RuntimeError:
             r["second_started"] = False
-        deep = b'{"prompt":"a","temperature":' + b"[" * 100000 + b"1" + b"]" * 100000 + b"}"
+        deep = b'{"prompt":"a","max_tokens":' + b"[" * 100000 + b"1" + b"]" * 100000 + b"}"
         got = exchange(s, b"POST /v1/completions HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n"
                        b"Connection: close\r\n\r\n%s" % (len(deep), deep))
         r["nested_status"] = int(got[9:12]) if got.startswith(b"HTTP/1.") else 0
+        r["alive_after"] = s.alive()
     finally:
         s.stop()
     s = Serve(engine, model, "--max-body", "65536")
@@ -218,7 +220,7 @@ def main():
         ch = rs[-1]["chunked"]
         hd = rs[-1]["header"]
         print(f"| {e} | {st} | {ho} | {ch[0]}, {ch[1] / 1e6:.1f}, {ch[2] / 1024:.1f} "
-              f"| {hd[0]}, {hd[2] / 1024:.1f} | {rs[-1]['nested_status'] or 'crashed'} "
+              f"| {hd[0]}, {hd[2] / 1024:.1f} | {rs[-1]['nested_status'] or 'no reply'}{'' if rs[-1]['alive_after'] else ', serve died'} "
               f"| {rs[-1]['http10_chunked']} | {rs[-1]['pipelined_replies']} | {rs[-1]['second_started']} |")
 
 

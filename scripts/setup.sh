@@ -34,6 +34,11 @@ build() {
   local dir=${BUILD_DIR:-build}
   local args=(-G Ninja -DCMAKE_BUILD_TYPE=${BUILD_TYPE:-RelWithDebInfo})
   [[ ${SANITIZE:-0} == 1 ]] && args+=(-DEPYCTUNE_SANITIZE=ON)
+  # A developer's rebuilds (and a fresh clone's) reuse compiled objects when
+  # ccache is installed; nothing requires it.
+  if command -v ccache >/dev/null; then
+    args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+  fi
   cmake -S . -B "$dir" "${args[@]}" >/dev/null
   cmake --build "$dir" -j "$(nproc)"
 }
