@@ -8,8 +8,8 @@ Generation generation_of(const std::string& m) {
   if (m == "zen")
     return {"Zen", 2, "die", false,
             "Zen (Naples): a die holds two CCXs of up to 4 cores, each with its own 8 MB L3, so "
-            "an L3 domain is a CCX, half a die; with die interleaving (the default) every die is "
-            "a NUMA node"};
+            "an L3 domain is a CCX, half a die; by default (channel interleaving) every die is "
+            "its own NUMA node, and only die interleaving makes one node per socket"};
   if (m == "zen2")
     return {"Zen 2", 2, "CCD", false,
             "Zen 2 (Rome): a CCD holds two CCXs of up to 4 cores, each with its own 16 MB L3, "
