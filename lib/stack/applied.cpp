@@ -31,10 +31,4 @@ AppliedState read_applied_state(const host::Sysroot& sys) {
   return s;
 }
 
-std::string steps_argument(const AppliedState& s) {
-  std::string out;
-  for (const auto& [step, n] : s.steps) out += (out.empty() ? "" : ",") + step;
-  return out;
-}
-
 }  // namespace epyctune::stack

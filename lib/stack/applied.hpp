@@ -28,7 +28,4 @@ struct AppliedState {
 // Throws JournalError when the journal cannot be parsed.
 AppliedState read_applied_state(const host::Sysroot& sys);
 
-// The steps of `s` as a --steps argument ("bios,numa").
-std::string steps_argument(const AppliedState& s);
-
 }  // namespace epyctune::stack

@@ -349,12 +349,6 @@ const char* arch_name(Arch a) {
   return info(a).name;
 }
 
-std::optional<Arch> arch_from_name(std::string_view name) {
-  for (const auto& i : kArchs)
-    if (name == i.name) return i.arch;
-  return std::nullopt;
-}
-
 std::string supported_arch_names() {
   std::string out;
   for (const auto& i : kArchs) out += (out.empty() ? "" : ", ") + std::string(i.name);

@@ -17,7 +17,6 @@ class File;
 enum class Arch { llama, qwen2, qwen3, qwen3moe, deepseek2, gpt_oss };
 
 const char* arch_name(Arch a);
-std::optional<Arch> arch_from_name(std::string_view name);
 // "llama, qwen2, qwen3, qwen3moe, gpt-oss": for error messages.
 std::string supported_arch_names();
 

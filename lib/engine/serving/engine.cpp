@@ -106,10 +106,6 @@ void validate(const EngineConfig& c) {
 
 }  // namespace
 
-const char* finish_reason_name(FinishReason r) {
-  return r == FinishReason::stop ? "stop" : "length";
-}
-
 Engine::Engine(EngineConfig cfg) : cfg_(std::move(cfg)) {
   if (!cfg_.launch.launch_config.empty()) {
     launch_ = std::make_unique<placement::LaunchSetup>(cfg_.launch);

@@ -61,7 +61,6 @@ enum class FinishReason {
   stop,    // an end-of-generation token, or the sink asked to stop
   length,  // n_predict tokens, or the context is full
 };
-const char* finish_reason_name(FinishReason r);
 
 struct Completion {
   std::vector<int32_t> tokens;

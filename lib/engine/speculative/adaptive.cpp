@@ -44,12 +44,6 @@ double AdaptiveController::slot_accept(size_t i, double pooled) const {
   return (acc_[i] + opt_.position_weight * pooled) / (tried_[i] + opt_.position_weight);
 }
 
-double AdaptiveController::accept_at(int pos) const {
-  const double pooled = pooled_accept();
-  if (pos < 1 || pos > opt_.max_k) return pooled;
-  return slot_accept(slot(pos), pooled);
-}
-
 double AdaptiveController::expected_tokens(int k) const {
   const double pooled = pooled_accept();
   double e = 1.0, run = 1.0;

@@ -75,7 +75,6 @@ class AdaptiveController {
   void observe(const RoundObservation& r);
 
   // The current estimates (also what bench prints as the prediction).
-  double accept_at(int pos) const;  // a_pos, 1-based
   double expected_tokens(int k) const;
   double round_seconds(int k) const;
   double rate(int k) const { return expected_tokens(k) / round_seconds(k); }

@@ -345,9 +345,6 @@ std::vector<int32_t> Tokenizer::eog_ids() const {
 const std::string& Tokenizer::chat_template() const {
   return impl_->chat_template;
 }
-int32_t Tokenizer::find_token(std::string_view text) const {
-  return impl_->find(text);
-}
 bool Tokenizer::is_eog(int32_t id) const {
   return id >= 0 && id < n_vocab() && impl_->eog[static_cast<size_t>(id)];
 }

@@ -64,8 +64,6 @@ class Tokenizer {
   int32_t eot() const;            // end of turn; -1 when the vocabulary has none
   bool is_eog(int32_t id) const;  // end of generation: eos, eot, eom, and their kin
   std::vector<int32_t> eog_ids() const;
-  // The id of a token spelled exactly text, -1 when there is none.
-  int32_t find_token(std::string_view text) const;
   // The model's Jinja chat template (tokenizer.chat_template), "" when it has none.
   const std::string& chat_template() const;
   Kind kind() const;
