@@ -23,6 +23,10 @@ CompletionProducer::CompletionProducer(Flight f, Scheduler& scheduler, Metrics& 
                                        Clock::time_point start)
     : f_(std::move(f)), scheduler_(scheduler), metrics_(metrics), start_(start) {}
 
+const char* CompletionProducer::endpoint_label() const {
+  return f_.endpoint == Endpoint::chat ? "/v1/chat/completions" : "/v1/completions";
+}
+
 void CompletionProducer::start(std::function<void()> wake) {
   f_.job->listen(std::move(wake));
 }
@@ -68,16 +72,14 @@ http::Producer::Part CompletionProducer::finish_stream(Part p) {
     // Headers went out with 200 long ago: the failure is an event, and no
     // [DONE] follows, so no client takes the cut text for a whole answer.
     p.data += sse_event(error_body(failure_of(*f_.job)));
-    metrics_.request(f_.endpoint == Endpoint::chat ? "/v1/chat/completions" : "/v1/completions",
-                     200, -1);
+    metrics_.request(endpoint_label(), 200, -1);
     return p;
   }
   f_.usage.completion_tokens = f_.job->completion_tokens();
   p.data += sse_event(stream_chunk(f_.endpoint, f_.meta, "", f_.job->finish_reason()));
   if (f_.include_usage) p.data += sse_event(usage_chunk(f_.endpoint, f_.meta, f_.usage));
   p.data += "data: [DONE]\n\n";
-  metrics_.request(f_.endpoint == Endpoint::chat ? "/v1/chat/completions" : "/v1/completions", 200,
-                   secs);
+  metrics_.request(endpoint_label(), 200, secs);
   return p;
 }
 
@@ -85,7 +87,7 @@ http::Producer::Part CompletionProducer::finish_whole() {
   ended_ = true;
   Part p;
   p.end = true;
-  const char* ep = f_.endpoint == Endpoint::chat ? "/v1/chat/completions" : "/v1/completions";
+  const char* ep = endpoint_label();
   if (f_.job->finish_reason().empty()) {
     const ApiError e = failure_of(*f_.job);
     p.head = error_reply(e);
@@ -109,8 +111,7 @@ void CompletionProducer::cancel() {
     metrics_.cancelled();  // first: whoever sees the slot free sees the count
     scheduler_.cancel(f_.job);
   }
-  metrics_.request(f_.endpoint == Endpoint::chat ? "/v1/chat/completions" : "/v1/completions", 200,
-                   -1);
+  metrics_.request(endpoint_label(), 200, -1);
 }
 
 }  // namespace epyctune::engine::serving

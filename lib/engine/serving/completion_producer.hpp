@@ -36,6 +36,7 @@ class CompletionProducer : public http::Producer {
  private:
   Part finish_stream(Part p);
   Part finish_whole();
+  const char* endpoint_label() const;  // the metrics label of its endpoint
 
   Flight f_;
   Scheduler& scheduler_;
