@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/speculative/partition.hpp"
+
 namespace epyctune::engine_cli {
 
 struct SpecBenchOptions {
@@ -17,7 +19,7 @@ struct SpecBenchOptions {
   int repeat = 3;
   int threads = 0;
   std::string cpus;
-  std::string spec_mode = "auto";
+  engine::speculative::ModeRequest spec_mode = engine::speculative::ModeRequest::automatic;
   int lookup = 0;
   bool cost_cache = true;
   bool json = false;

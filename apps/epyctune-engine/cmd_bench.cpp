@@ -24,6 +24,7 @@
 
 #include "apps/epyctune-engine/bench_spec.hpp"
 #include "apps/epyctune-engine/commands.hpp"
+#include "apps/epyctune-engine/engine_options.hpp"
 #include "apps/epyctune-engine/launch_options.hpp"
 #include "apps/epyctune-engine/progress.hpp"
 #include "common/cpulist.hpp"
@@ -369,10 +370,9 @@ int run_bench(const BenchOptions& o) {
             "--cpus/--threads/--numa/--hugepages/--mmap");
       launch = std::make_unique<placement::LaunchSetup>(o.launch);
     }
-    std::vector<int> cpus =
-        o.cpus.empty() ? runtime::first_cpus(o.threads) : runtime::parse_cpus(o.cpus);
+    std::vector<int> cpus = o.cpus.empty() ? runtime::first_cpus(o.threads) : cpus_flag(o.cpus);
     auto pool_ptr = launch && launch->has_partition()
-                        ? launch->make_pool("verify")
+                        ? launch->make_pool(launch::Role::verify)
                         : std::make_unique<runtime::ThreadPool>(cpus, true);
     runtime::ThreadPool& pool = *pool_ptr;
 
@@ -380,7 +380,7 @@ int run_bench(const BenchOptions& o) {
     r.read_s = time_file_read(o.model, r.file_bytes);
     const int max_k = *std::max_element(o.batches.begin(), o.batches.end());
     ModelOptions mo = model_options(o, max_k);
-    if (launch) launch->apply_memory_policy(mo, false);
+    if (launch) launch->apply_memory_policy(mo, launch::Role::verify);
     ProgressLine line("load");
     if (line.enabled())
       mo.progress = [&](std::string_view stage, uint64_t done, uint64_t total) {
@@ -391,8 +391,8 @@ int run_bench(const BenchOptions& o) {
     r.load_s = since(t0);
     line.finish();
     if (launch) {
-      launch->bind_kv(*model, false);
-      if (launch->has_partition()) launch->record_driver("verify", pool);
+      launch->bind_kv(*model, launch::Role::verify);
+      if (launch->has_partition()) launch->record_driver(launch::Role::verify, pool);
       if (auto e = launch->thread_errors(); !e.empty())
         throw std::runtime_error("threads are not where the launch config puts them:\n" + e);
     }
@@ -428,7 +428,7 @@ int run_bench(const BenchOptions& o) {
     }
     return 0;
   } catch (const std::exception& e) {
-    std::cerr << "bench: " << e.what() << '\n';
+    std::cerr << "bench: " << error_text(e) << '\n';
     return 1;
   }
 }
@@ -478,8 +478,7 @@ void add_bench_command(CLI::App& app, GlobalOptions& global) {
                             "--passes)")
                 ->capture_default_str();
   cmd->add_option("--prompt,-p", sp.prompt, "Prompt text (speculative bench)");
-  cmd->add_option("--spec-mode", sp.spec_mode, "partitioned | shared | auto")
-      ->capture_default_str();
+  add_spec_mode_option(cmd, sp.spec_mode);
   cmd->add_option("--lookup", sp.lookup, "N-gram lookup drafting: longest n-gram N (0 = off)");
   cmd->add_flag(
       "--no-cost-cache", [&sp](int64_t) { sp.cost_cache = false; },

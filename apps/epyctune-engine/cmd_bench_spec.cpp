@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "apps/epyctune-engine/bench_spec.hpp"
+#include "apps/epyctune-engine/engine_options.hpp"
 #include "common/cpulist.hpp"
 #include "common/stats.hpp"
 #include "engine/kernels/kernels.hpp"
@@ -172,7 +173,7 @@ std::vector<int32_t> run_once(eng::serving::Engine& e, eng::CausalLM& target, co
   so.adaptive = c.adaptive;
   so.cost = e.cost_model();
   so.lookup = {c.k > 0 ? o.lookup : 0, 1};
-  so.mode = e.plan().mode;
+  so.mode = e.mode();
   so.null_logits_ok = true;
   so.max_batch = 64;
   if (c.k == 0) so.mode = spec::SpecMode::shared;
@@ -303,7 +304,7 @@ nlohmann::json report_json(const Report& r) {
   nlohmann::json j;
   j["model"] = r.o.model;
   j["draft"] = r.o.draft;
-  j["mode"] = spec::spec_mode_name(r.e.plan().mode);
+  j["mode"] = spec::spec_mode_name(r.e.mode());
   j["mode_reason"] = r.e.plan().reason;
   j["n_predict"] = r.o.n_predict;
   j["repeats"] = r.o.repeat;
@@ -347,8 +348,8 @@ void print_report(const Report& r) {
   const auto& cost = r.e.cost_model();
   const double plain = median(r.runs[0].tps);
   fmt::print("target {} / draft {}, mode {} ({}), {} tokens, {} interleaved repeats (medians)\n",
-             r.o.model, r.o.draft.empty() ? "none" : r.o.draft,
-             spec::spec_mode_name(r.e.plan().mode), r.e.plan().reason, r.o.n_predict, r.o.repeat);
+             r.o.model, r.o.draft.empty() ? "none" : r.o.draft, spec::spec_mode_name(r.e.mode()),
+             r.e.plan().reason, r.o.n_predict, r.o.repeat);
   fmt::print("roofline {:.2f} tok/s = {:.2f} GB/s / {:.1f} MB per token; plain makes {:.0f}%\n",
              r.roof.tps(), r.roof.gbps, r.roof.bytes_per_token / 1e6,
              r.roof.tps() > 0 ? 100.0 * plain / r.roof.tps() : 0.0);
@@ -388,7 +389,7 @@ int run_spec_bench(const SpecBenchOptions& o) {
     ec.model = o.model;
     ec.draft = o.draft;
     ec.threads = o.threads;
-    ec.cpus = o.cpus;
+    if (!o.cpus.empty()) ec.cpus = cpus_flag(o.cpus);
     ec.spec_mode = o.spec_mode;
     ec.lookup = o.lookup;
     ec.draft_max = max_k;
@@ -407,7 +408,7 @@ int run_spec_bench(const SpecBenchOptions& o) {
       pc.draft.clear();
       pc.lookup = 0;
       pc.draft_max = 0;
-      pc.spec_mode = "auto";
+      pc.spec_mode = spec::ModeRequest::automatic;
       plain_engine = std::make_unique<eng::serving::Engine>(pc);
       plain_engine->load();
     }
@@ -436,7 +437,7 @@ int run_spec_bench(const SpecBenchOptions& o) {
       print_report(rep);
     return 0;
   } catch (const std::exception& e) {
-    std::cerr << "bench: " << e.what() << '\n';
+    std::cerr << "bench: " << error_text(e) << '\n';
     return 1;
   }
 }

@@ -122,16 +122,17 @@ void print_json(const GenerateArgs& a, const eng::serving::Engine& e, const RunR
   const auto& plan = e.plan();
   j["spec"] = stats_json(st);
   j["spec"]["enabled"] = e.speculative();
-  j["spec"]["mode"] = eng::speculative::spec_mode_name(plan.mode);
+  j["spec"]["mode"] = eng::speculative::spec_mode_name(e.mode());
   j["spec"]["mode_reason"] = plan.reason;
   j["spec"]["draft_max"] = e.draft_max();
   j["spec"]["draft_min"] = c.draft_min;
   j["spec"]["adaptive"] = c.draft_adaptive;
   j["spec"]["cost_model"] = e.cost_note();
   j["spec"]["lookup"] = c.lookup;
-  j["cpus"] = {{"shared", common::format_cpulist(plan.shared_cpus)},
-               {"draft", common::format_cpulist(plan.draft_cpus)},
-               {"verify", common::format_cpulist(plan.verify_cpus)}};
+  const bool part = plan.partitioned();
+  j["cpus"] = {{"shared", part ? "" : common::format_cpulist(plan.verify.cpus)},
+               {"draft", part ? common::format_cpulist(plan.draft.cpus) : ""},
+               {"verify", part ? common::format_cpulist(plan.verify.cpus) : ""}};
   j["bytes_per_token"] = e.target().weight_bytes_per_pass(1);
   j["weights"] = eng::placement::weights_json(e.target());
   j["launch"] = e.launch() ? e.launch()->report() : nlohmann::json(nullptr);
@@ -156,7 +157,7 @@ void print_summary(const eng::serving::Engine& e, const RunResult& r,
                  "[spec] mode %s (%s); drafted %lld accepted %lld (%.1f%%), %.2f accepted per "
                  "target pass, %lld passes, %lld short-draft tokens dropped; draft %.3f s, "
                  "verify %.3f s, wait %.3f s\n",
-                 eng::speculative::spec_mode_name(e.plan().mode), e.plan().reason.c_str(),
+                 eng::speculative::spec_mode_name(e.mode()), e.plan().reason.c_str(),
                  static_cast<long long>(st.drafted), static_cast<long long>(st.accepted),
                  100.0 * st.acceptance_rate(), st.mean_accepted(),
                  static_cast<long long>(st.target_passes), static_cast<long long>(st.dropped),
@@ -254,7 +255,7 @@ void add_generate_command(CLI::App& app, GlobalOptions& global) {
       global.exit_code = kExitPlacement;
     } catch (const std::exception& e) {
       std::fflush(stdout);
-      std::fprintf(stderr, "epyctune-engine generate: error: %s\n", e.what());
+      std::fprintf(stderr, "epyctune-engine generate: error: %s\n", error_text(e).c_str());
       global.exit_code = 1;
     }
   });

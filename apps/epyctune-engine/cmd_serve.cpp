@@ -180,7 +180,7 @@ void add_serve_command(CLI::App& app, GlobalOptions& global) {
       std::fprintf(stderr, "epyctune-engine serve: %s\n", ex.what());
       global.exit_code = kExitPlacement;
     } catch (const std::exception& ex) {
-      std::fprintf(stderr, "epyctune-engine serve: error: %s\n", ex.what());
+      std::fprintf(stderr, "epyctune-engine serve: error: %s\n", error_text(ex).c_str());
       global.exit_code = 1;
     }
   });

@@ -60,9 +60,11 @@ EngineLaunch engine_launch(const stack::Session& s, const std::string& launch_co
                   {"--resctrl-root", s.sys.resolve("/sys/fs/resctrl").string(), "--map-cpus"});
   }
   if (plan.has_spec) {
-    auto a = launch::assign_cpus(plan, engine::runtime::allowed_cpus(), fixture);
-    l.target_cpus = a.verify;
-    l.note = a.note;
+    // The engine places the plan with the same function (--map-cpus on a
+    // fixture), so the probe measures the CPUs the target will run on.
+    auto placed = launch::place_on(plan, engine::runtime::allowed_cpus(), fixture);
+    l.target_cpus = placed.verify.cpus;
+    l.note = placed.reason;
   } else {
     l.target_cpus = engine::runtime::allowed_cpus();
   }

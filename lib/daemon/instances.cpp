@@ -74,8 +74,8 @@ std::vector<int> minus(const std::vector<int>& a, const std::set<int>& b) {
 
 launch::Side make_side(const launch::Side& from, std::vector<int> cpus, int threads,
                        const CpuFacts& f) {
-  launch::Side s;
-  s.resctrl_group = from.resctrl_group;
+  launch::Side s{from.role};
+  s.group = from.group;
   std::set<int> l3, nodes;
   for (int cpu : cpus) {
     if (auto it = f.l3.find(cpu); it != f.l3.end()) l3.insert(it->second);
@@ -179,11 +179,10 @@ std::vector<InstancePlan> carve_instances(const Config& c, const launch::LaunchP
       if (ip.plan.verify.threads > static_cast<int>(ip.plan.verify.cpus.size()))
         ip.plan.verify.threads = 0;
     } else if (dcpus.empty()) {
-      ip.plan.draft.resctrl_group.clear();
+      ip.plan.draft.group.clear();
     }
-    ip.plan.weights.target_nodes = ip.plan.verify.nodes;
-    if (plan.weights.layout == "local" && ip.plan.weights.target_nodes.size() > 1)
-      ip.plan.weights.target_nodes.resize(1);
+    ip.plan.weights.target_nodes =
+        launch::target_weight_nodes(plan.weights.layout, ip.plan.verify.nodes);
     ip.plan.weights.draft_nodes = ip.plan.draft.nodes;
     ip.plan.has_models = true;
     ip.plan.models.target = i.model;

@@ -353,8 +353,8 @@ nlohmann::json Instance::status() const {
       {"draft_cpus", plan_.cfg.draft.empty() ? "" : common::format_cpulist(p.draft.cpus)},
       {"host_cpus", common::format_cpulist(plan_.host_cpus)},
       {"numa_nodes", plan_.nodes},
-      {"resctrl_group", p.verify.resctrl_group},
-      {"draft_resctrl_group", plan_.cfg.draft.empty() ? "" : p.draft.resctrl_group},
+      {"resctrl_group", p.verify.group},
+      {"draft_resctrl_group", plan_.cfg.draft.empty() ? "" : p.draft.group},
       {"launch_config", plan_.launch_config},
       {"last_error", last_error_},
       {"placement", placement_},
@@ -363,7 +363,7 @@ nlohmann::json Instance::status() const {
   if (pid_ > 0) {
     nlohmann::json threads = nlohmann::json::array();
     for (const auto& t :
-         thread_landings(pid_, opts_.resctrl_root, {p.verify.resctrl_group, p.draft.resctrl_group}))
+         thread_landings(pid_, opts_.resctrl_root, {p.verify.group, p.draft.group}))
       threads.push_back({{"tid", t.tid},
                          {"comm", t.comm},
                          {"cpus", common::format_cpulist(t.cpus)},

@@ -28,16 +28,19 @@ bool contains(const std::vector<int>& v, int x) {
 
 }  // namespace
 
-CpuAssignment assign_cpus(const LaunchPlan& p, const std::vector<int>& allowed, bool map_cpus) {
+LaunchPlan place_on(const LaunchPlan& p, const std::vector<int>& allowed, bool map_cpus) {
   if (!p.has_spec)
     throw LaunchConfigError(
         "the launch config has no [spec] section: it names no CPUs (apply step 8, spec)");
-  CpuAssignment a;
-  a.draft = first_n(p.draft.cpus, side_threads(p.draft));
-  a.verify = first_n(p.verify.cpus, side_threads(p.verify));
+  LaunchPlan a = p;
+  a.reason.clear();
+  for (Side* s : {&a.draft, &a.verify}) {
+    s->cpus = first_n(s->cpus, side_threads(*s));
+    s->threads = 0;
+  }
   std::vector<int> missing;
-  for (const auto* side : {&a.draft, &a.verify})
-    for (int c : *side)
+  for (const Side* s : {&a.draft, &a.verify})
+    for (int c : s->cpus)
       if (!contains(allowed, c)) missing.push_back(c);
   if (missing.empty()) return a;
   if (!map_cpus)
@@ -48,25 +51,25 @@ CpuAssignment assign_cpus(const LaunchPlan& p, const std::vector<int>& allowed, 
         common::format_cpulist(missing), common::format_cpulist(allowed)));
   if (allowed.empty()) throw LaunchConfigError("no CPU is allowed to this process");
   const size_t n = allowed.size();
-  const std::string planned = fmt::format("draft {} + verify {}", common::format_cpulist(a.draft),
-                                          common::format_cpulist(a.verify));
+  const std::string planned =
+      fmt::format("draft {} + verify {}", common::format_cpulist(a.draft.cpus),
+                  common::format_cpulist(a.verify.cpus));
   if (n == 1) {
-    a.draft = a.verify = allowed;
+    a.draft.cpus = a.verify.cpus = allowed;
   } else {
     // Each side keeps its share of the allowed CPUs, at least one each.
-    const double share = double(a.draft.size()) / double(a.draft.size() + a.verify.size());
+    const double nd = double(a.draft.cpus.size());
+    const double share = nd / (nd + double(a.verify.cpus.size()));
     size_t kd = static_cast<size_t>(std::lround(share * double(n)));
     kd = std::clamp<size_t>(kd, 1, n - 1);
-    a.verify.assign(allowed.begin() + static_cast<long>(kd), allowed.end());
-    a.draft.assign(allowed.begin(), allowed.begin() + static_cast<long>(kd));
-    a.verify = first_n(a.verify, static_cast<int>(a.verify.size()));
+    a.verify.cpus.assign(allowed.begin() + static_cast<long>(kd), allowed.end());
+    a.draft.cpus.assign(allowed.begin(), allowed.begin() + static_cast<long>(kd));
   }
-  a.mapped = true;
-  a.note = fmt::format(
+  a.reason = fmt::format(
       "planned CPUs {} are not all online here (missing {}); mapped in order onto draft {} + "
       "verify {}{}",
-      planned, common::format_cpulist(missing), common::format_cpulist(a.draft),
-      common::format_cpulist(a.verify), n == 1 ? " (one CPU: both sides share it)" : "");
+      planned, common::format_cpulist(missing), common::format_cpulist(a.draft.cpus),
+      common::format_cpulist(a.verify.cpus), n == 1 ? " (one CPU: both sides share it)" : "");
   return a;
 }
 
@@ -112,8 +115,8 @@ pid_t current_tid() {
   return static_cast<pid_t>(::syscall(SYS_gettid));
 }
 
-void PlacementLog::record(const std::string& side, int expected_cpu,
-                          const std::filesystem::path& resctrl_root, const std::string& group) {
+void PlacementLog::record(Role side, int expected_cpu, const std::filesystem::path& resctrl_root,
+                          const std::string& group) {
   ThreadPlacement t;
   t.side = side;
   t.tid = current_tid();
@@ -135,8 +138,8 @@ void PlacementLog::record(const std::string& side, int expected_cpu,
   t.allowed = thread_allowed_cpus(t.tid);
   if (expected_cpu >= 0 && t.allowed != std::vector<int>{expected_cpu}) {
     if (!err.empty()) err += "; ";
-    err += fmt::format("thread {} ({}) may run on CPUs {}, the plan pins it to {}", t.tid, side,
-                       common::format_cpulist(t.allowed), expected_cpu);
+    err += fmt::format("thread {} ({}) may run on CPUs {}, the plan pins it to {}", t.tid,
+                       role_name(side), common::format_cpulist(t.allowed), expected_cpu);
   }
   t.error = err;
   std::lock_guard lk(mu_);

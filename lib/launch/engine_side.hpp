@@ -15,19 +15,13 @@
 
 namespace epyctune::launch {
 
-// The CPUs each side's pool uses here, and how they relate to the plan.
-struct CpuAssignment {
-  std::vector<int> draft, verify;
-  bool mapped = false;  // the plan's CPUs were mapped onto other CPUs
-  std::string note;     // what was mapped onto what (empty when not mapped)
-};
-
-// The plan's CPUs (first side_threads() of each side) when all are in
-// `allowed`. Otherwise, with `map_cpus`, the sides are mapped in order onto
-// the allowed CPUs, each keeping at least one (a single allowed CPU is shared,
-// and the note says so); without it, throws LaunchConfigError naming the CPUs
-// that are missing and the flag that maps them.
-CpuAssignment assign_cpus(const LaunchPlan& p, const std::vector<int>& allowed, bool map_cpus);
+// The plan as it runs on this machine: each side cut to its first
+// side_threads() CPUs when all are in `allowed`. Otherwise, with `map_cpus`,
+// the sides are mapped in order onto the allowed CPUs, each keeping at least
+// one (a single allowed CPU is shared by both), and `reason` says what went
+// where; without it, throws LaunchConfigError naming the CPUs that are
+// missing and the flag that maps them.
+LaunchPlan place_on(const LaunchPlan& p, const std::vector<int>& allowed, bool map_cpus);
 
 // Appends `tid` to GROUP/tasks under `resctrl_root` (one tid per write, as
 // resctrl requires). Throws LaunchConfigError naming the file and the step
@@ -46,7 +40,7 @@ pid_t current_tid();
 
 // Where one thread landed, read back after it was pinned and joined.
 struct ThreadPlacement {
-  std::string side;  // "draft" | "verify"
+  Role side = Role::verify;
   pid_t tid = 0;
   int expected_cpu = -1;
   std::vector<int> allowed;  // read back from /proc
@@ -61,7 +55,7 @@ class PlacementLog {
  public:
   // Joins the group (when set), then reads back the thread's allowed CPUs
   // and the group's tasks file, and records any mismatch.
-  void record(const std::string& side, int expected_cpu, const std::filesystem::path& resctrl_root,
+  void record(Role side, int expected_cpu, const std::filesystem::path& resctrl_root,
               const std::string& group);
   std::vector<ThreadPlacement> threads() const;
   // Every mismatch, one line each ("" when none).

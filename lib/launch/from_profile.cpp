@@ -22,15 +22,12 @@ LaunchPlan plan_from_profile(const profile::Profile& p, const profile::ResolvedP
   l.draft.threads = p.spec.draft_threads > 0 ? std::min(p.spec.draft_threads, nd) : nd;
   l.verify.threads = p.spec.verify_threads > 0 ? std::min(p.spec.verify_threads, nv) : nv;
   if (p.cat.enabled) {
-    l.draft.resctrl_group = p.cat.draft_group;
-    l.verify.resctrl_group = p.cat.verify_group;
+    l.draft.group = p.cat.draft_group;
+    l.verify.group = p.cat.verify_group;
   }
   l.weights.layout = p.weights.layout;
   l.weights.hugepages = p.weights.hugepages;
-  l.weights.target_nodes = part.verify_nodes;
-  // "local" keeps every layer on one node: the first one the target runs on.
-  if (p.weights.layout == "local" && l.weights.target_nodes.size() > 1)
-    l.weights.target_nodes.resize(1);
+  l.weights.target_nodes = target_weight_nodes(p.weights.layout, part.verify_nodes);
   l.weights.draft_nodes = part.draft_nodes;
   l.spec.draft_source = p.spec.draft_source;
   l.spec.draft_len = p.spec.draft_len;
@@ -43,7 +40,7 @@ nlohmann::json side_json(const Side& s) {
           {"cpus", common::format_cpulist(s.cpus)},
           {"nodes", s.nodes},
           {"threads", side_threads(s)},
-          {"resctrl_group", s.resctrl_group}};
+          {"resctrl_group", s.group}};
 }
 std::string ints(const std::vector<int>& v) {
   return fmt::format("[{}]", fmt::join(v, ", "));
@@ -75,7 +72,7 @@ std::string to_text(const LaunchPlan& p, const std::string& in) {
   auto side = [&](const char* name, const Side& s) {
     out += fmt::format("{}{:<7} L3 {}, CPUs {} ({} threads), nodes {}, resctrl group {}\n", in,
                        name, ints(s.l3), common::format_cpulist(s.cpus), side_threads(s),
-                       ints(s.nodes), s.resctrl_group.empty() ? "none" : s.resctrl_group);
+                       ints(s.nodes), s.group.empty() ? "none" : s.group);
   };
   if (p.has_spec) {
     side("draft", p.draft);

@@ -27,12 +27,13 @@ std::string section(const std::string& name, const std::string& comment, const t
   return os.str();
 }
 
-void put_side(toml::table& t, const std::string& prefix, const Side& s) {
+void put_side(toml::table& t, const Side& s) {
+  const std::string prefix = role_name(s.role);
   t.insert(prefix + "_l3", int_array(s.l3));
   t.insert(prefix + "_cpus", common::format_cpulist(s.cpus));
   t.insert(prefix + "_nodes", int_array(s.nodes));
   t.insert(prefix + "_threads", side_threads(s));
-  if (!s.resctrl_group.empty()) t.insert(prefix + "_resctrl_group", s.resctrl_group);
+  if (!s.group.empty()) t.insert(prefix + "_resctrl_group", s.group);
 }
 
 // Reads one section's keys, rejecting anything it does not know: a typo in a
@@ -115,19 +116,19 @@ class SectionReader {
   std::set<std::string> seen_;
 };
 
-Side read_side(SectionReader& r, const std::string& prefix) {
-  Side s;
+Side read_side(SectionReader& r, Role role) {
+  const std::string prefix = role_name(role);
+  Side s{role};
   s.l3 = r.ints(prefix + "_l3");
   s.cpus = r.cpulist(prefix + "_cpus", true);
   s.nodes = r.ints(prefix + "_nodes");
   s.threads = r.integer(prefix + "_threads", 0);
-  s.resctrl_group = r.str(prefix + "_resctrl_group", "");
+  s.group = r.str(prefix + "_resctrl_group", "");
   if (s.cpus.empty()) r.fail(nullptr, fmt::format("'{}_cpus' is empty", prefix));
   if (s.threads > static_cast<int>(s.cpus.size()))
     r.fail(nullptr, fmt::format("'{}_threads' = {} exceeds the {} CPUs of '{}_cpus'", prefix,
                                 s.threads, s.cpus.size(), prefix));
-  if (s.resctrl_group.find('/') != std::string::npos || s.resctrl_group == "." ||
-      s.resctrl_group == "..")
+  if (s.group.find('/') != std::string::npos || s.group == "." || s.group == "..")
     r.fail(nullptr, fmt::format("'{}_resctrl_group' must be a plain group name", prefix));
   return s;
 }
@@ -142,6 +143,15 @@ void check_choice(SectionReader& r, const std::string& key, const std::string& v
 }
 
 }  // namespace
+
+const char* role_name(Role r) {
+  return r == Role::draft ? "draft" : "verify";
+}
+
+std::vector<int> target_weight_nodes(const std::string& layout, const std::vector<int>& nodes) {
+  if (layout == "local" && nodes.size() > 1) return {nodes.front()};
+  return nodes;
+}
 
 int side_threads(const Side& s) {
   return s.threads > 0 ? s.threads : static_cast<int>(s.cpus.size());
@@ -165,8 +175,8 @@ std::string spec_section(const LaunchPlan& p) {
   toml::table t;
   t.insert("draft_source", p.spec.draft_source);
   t.insert("draft_len", p.spec.draft_len);
-  put_side(t, "draft", p.draft);
-  put_side(t, "verify", p.verify);
+  put_side(t, p.draft);
+  put_side(t, p.verify);
   t.insert("housekeeping_cpus", common::format_cpulist(p.housekeeping_cpus));
   return section("spec",
                  "Step 8 (CCD speculative partition): the draft owns its L3 domains, the target "
@@ -225,8 +235,8 @@ LaunchPlan parse_launch_config(std::string_view text, const std::string& source)
     p.spec.draft_source = r.str("draft_source", "model");
     check_choice(r, "draft_source", p.spec.draft_source, {"model", "lookup", "cascade"});
     p.spec.draft_len = r.integer("draft_len", 8);
-    p.draft = read_side(r, "draft");
-    p.verify = read_side(r, "verify");
+    p.draft = read_side(r, Role::draft);
+    p.verify = read_side(r, Role::verify);
     p.housekeeping_cpus = r.cpulist("housekeeping_cpus");
     for (int c : p.draft.cpus)
       if (std::find(p.verify.cpus.begin(), p.verify.cpus.end(), c) != p.verify.cpus.end())

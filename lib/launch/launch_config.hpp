@@ -20,13 +20,22 @@ class LaunchConfigError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// One side of the partition (the draft model's, or the target's).
+// Which model a side runs: the draft proposes, the target verifies.
+enum class Role { draft, verify };
+// "draft" | "verify": the name in reports, JSON and the file's key prefixes.
+const char* role_name(Role r);
+
+// One side of the partition: the one shape of "where a model runs", from the
+// profile's partition through the launch config and the daemon's slices to
+// the engine's pools.
 struct Side {
-  std::vector<int> l3;        // L3 domain indices (the profile's numbering), for reports
-  std::vector<int> cpus;      // OS CPU numbers the side's pool is pinned to
-  std::vector<int> nodes;     // NUMA nodes of those CPUs
-  int threads = 0;            // pool size: the first `threads` of cpus (0 = all)
-  std::string resctrl_group;  // "" = no CAT group to join
+  explicit Side(Role r = Role::verify) : role(r) {}
+  Role role;
+  std::vector<int> cpus;   // OS CPU numbers the side's pool is pinned to
+  std::vector<int> nodes;  // NUMA nodes of those CPUs
+  std::vector<int> l3;     // L3 domain indices (the profile's numbering), for reports
+  int threads = 0;         // pool size: the first `threads` of cpus (0 = all)
+  std::string group;       // resctrl (CAT) group its threads join; "" = none
 };
 
 struct WeightPolicy {
@@ -55,11 +64,20 @@ struct LaunchPlan {
   bool has_weights = false;
   bool has_spec = false;
   bool has_models = false;
-  Side draft, verify;
+  Side draft{Role::draft}, verify{Role::verify};
   std::vector<int> housekeeping_cpus;
   WeightPolicy weights;
   SpecPolicy spec;
   Models models;
+  // Why these CPUs: the engine's own choice, or how a plan was mapped onto
+  // this machine. Reported, never written to the file.
+  std::string reason;
+
+  const Side& side(Role r) const { return r == Role::draft ? draft : verify; }
+  Side& side(Role r) { return r == Role::draft ? draft : verify; }
+  // The draft has CPUs of its own, so both models run at once; otherwise a
+  // draft alternates with the target on the verify side's CPUs.
+  bool partitioned() const { return !draft.cpus.empty() && draft.cpus != verify.cpus; }
 };
 
 // Section texts, each starting with its "[name]" header and one comment line,
@@ -77,5 +95,9 @@ LaunchPlan read_launch_config(const std::filesystem::path& file);
 
 // Threads a side runs: `threads` when set, else one per CPU.
 int side_threads(const Side& s);
+
+// Where a "local" layout puts the target's weights: every layer on one node,
+// the first the target runs on; the other layouts use all of them.
+std::vector<int> target_weight_nodes(const std::string& layout, const std::vector<int>& nodes);
 
 }  // namespace epyctune::launch

@@ -18,41 +18,44 @@ launch::LaunchPlan plan(std::vector<int> draft, std::vector<int> verify) {
   p.has_spec = true;
   p.draft.cpus = std::move(draft);
   p.verify.cpus = std::move(verify);
-  p.draft.resctrl_group = "epyctune-draft";
-  p.verify.resctrl_group = "epyctune-verify";
+  p.draft.group = "epyctune-draft";
+  p.verify.group = "epyctune-verify";
   return p;
 }
 }  // namespace
 
-TEST_CASE("assign_cpus keeps the plan's CPUs when they are all allowed") {
-  auto a = launch::assign_cpus(plan({2, 3}, {4, 5, 6}), {0, 1, 2, 3, 4, 5, 6, 7}, false);
-  CHECK(a.draft == std::vector<int>{2, 3});
-  CHECK(a.verify == std::vector<int>{4, 5, 6});
-  CHECK(!a.mapped);
+TEST_CASE("place_on keeps the plan's CPUs when they are all allowed") {
+  auto a = launch::place_on(plan({2, 3}, {4, 5, 6}), {0, 1, 2, 3, 4, 5, 6, 7}, false);
+  CHECK(a.draft.cpus == std::vector<int>{2, 3});
+  CHECK(a.verify.cpus == std::vector<int>{4, 5, 6});
+  CHECK(a.reason.empty());
+  CHECK(a.draft.group == "epyctune-draft");
+  CHECK(a.partitioned());
   auto p = plan({2, 3}, {4, 5, 6});
   p.verify.threads = 2;
-  CHECK(launch::assign_cpus(p, {0, 1, 2, 3, 4, 5, 6}, false).verify == std::vector<int>{4, 5});
+  CHECK(launch::place_on(p, {0, 1, 2, 3, 4, 5, 6}, false).verify.cpus == std::vector<int>{4, 5});
 }
 
-TEST_CASE("assign_cpus refuses missing CPUs unless asked to map, and then says so") {
+TEST_CASE("place_on refuses missing CPUs unless asked to map, and then says so") {
   std::vector<int> draft, verify;
   for (int c = 2; c < 16; ++c) draft.push_back(c);
   for (int c = 16; c < 128; ++c) verify.push_back(c);
   auto p = plan(draft, verify);
-  CHECK_THROWS_WITH_AS(launch::assign_cpus(p, {0, 1}, false), doctest::Contains("pass --map-cpus"),
+  CHECK_THROWS_WITH_AS(launch::place_on(p, {0, 1}, false), doctest::Contains("pass --map-cpus"),
                        launch::LaunchConfigError);
-  auto a = launch::assign_cpus(p, {0, 1}, true);
-  CHECK(a.mapped);
-  CHECK(a.draft == std::vector<int>{0});
-  CHECK(a.verify == std::vector<int>{1});
-  CHECK(a.note.find("mapped in order onto draft 0 + verify 1") != std::string::npos);
-  auto one = launch::assign_cpus(p, {0}, true);
-  CHECK(one.draft == one.verify);
-  CHECK(one.note.find("share") != std::string::npos);
+  auto a = launch::place_on(p, {0, 1}, true);
+  CHECK(!a.reason.empty());
+  CHECK(a.draft.cpus == std::vector<int>{0});
+  CHECK(a.verify.cpus == std::vector<int>{1});
+  CHECK(a.reason.find("mapped in order onto draft 0 + verify 1") != std::string::npos);
+  auto one = launch::place_on(p, {0}, true);
+  CHECK(one.draft.cpus == one.verify.cpus);
+  CHECK(!one.partitioned());  // one CPU: a draft alternates with the target on it
+  CHECK(one.reason.find("share") != std::string::npos);
   // Shares follow the plan's proportions.
-  auto eight = launch::assign_cpus(p, {0, 1, 2, 3, 4, 5, 6, 7}, true);
-  CHECK(eight.draft.size() == 1);
-  CHECK(eight.verify.size() == 7);
+  auto eight = launch::place_on(p, {0, 1, 2, 3, 4, 5, 6, 7}, true);
+  CHECK(eight.draft.cpus.size() == 1);
+  CHECK(eight.verify.cpus.size() == 7);
 }
 
 TEST_CASE("a pinned thread joins its resctrl group and reads back where it is") {
@@ -61,7 +64,7 @@ TEST_CASE("a pinned thread joins its resctrl group and reads back where it is") 
   launch::PlacementLog log;
   const int cpu = engine::runtime::allowed_cpus().front();
   engine::runtime::ThreadPool pool({cpu}, true);
-  pool.run([&](int) { log.record("draft", cpu, root.path(), "epyctune-draft"); });
+  pool.run([&](int) { log.record(launch::Role::draft, cpu, root.path(), "epyctune-draft"); });
   auto t = log.threads();
   REQUIRE(t.size() == 1);
   CHECK(t[0].in_group);
@@ -74,7 +77,9 @@ TEST_CASE("a pinned thread joins its resctrl group and reads back where it is") 
 TEST_CASE("a missing group or a thread off its CPU is an error, never silent") {
   testing::TempDir root;
   launch::PlacementLog log;
-  std::thread([&] { log.record("verify", 99999, root.path(), "epyctune-verify"); }).join();
+  std::thread([&] {
+    log.record(launch::Role::verify, 99999, root.path(), "epyctune-verify");
+  }).join();
   const auto err = log.errors();
   CHECK(err.find("cannot open to join resctrl group 'epyctune-verify'") != std::string::npos);
   CHECK(err.find("the plan pins it to 99999") != std::string::npos);

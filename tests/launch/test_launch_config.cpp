@@ -57,8 +57,8 @@ TEST_CASE("launch plan round trip: profile -> steps 7/8 file -> engine parse, al
     CHECK(parsed.verify.nodes == p.part.verify_nodes);
     CHECK(parsed.draft.l3 == p.part.draft_l3);
     CHECK(parsed.verify.l3 == p.part.verify_l3);
-    CHECK(parsed.draft.resctrl_group == p.prof.cat.draft_group);
-    CHECK(parsed.verify.resctrl_group == p.prof.cat.verify_group);
+    CHECK(parsed.draft.group == p.prof.cat.draft_group);
+    CHECK(parsed.verify.group == p.prof.cat.verify_group);
     CHECK(parsed.housekeeping_cpus == p.part.housekeeping_cpus);
     CHECK(parsed.weights.target_nodes == p.plan.weights.target_nodes);
     CHECK(parsed.weights.layout == p.prof.weights.layout);

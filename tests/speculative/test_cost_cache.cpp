@@ -88,15 +88,15 @@ TEST_CASE("auto mode: shared or partitioned from the cached figures") {
   const auto t = d.path() / "t.gguf", dr = d.path() / "d.gguf";
   write_file(t, "target");
   write_file(dr, "draft");
-  CpuPlan part;
-  part.mode = SpecMode::partitioned;
-  part.draft_cpus = {1};
-  part.verify_cpus = {0};
+  epyctune::launch::LaunchPlan part;
+  part.has_spec = true;
+  part.draft.cpus = {1};
+  part.verify.cpus = {0};
   part.reason = "auto";
   const ModeChoiceInput in{part, t.string(), dr.string(), "avx2", 16, 0.7};
   // Nothing cached: the plan stays, and says how to get figures.
   auto p = choose_mode(in);
-  CHECK(p.mode == SpecMode::partitioned);
+  CHECK(p.partitioned());
   CHECK(p.reason.find("no measured figures") != std::string::npos);
 
   auto put = [&](const std::filesystem::path& m, const std::string& cpus, PassTimes pt) {
@@ -109,13 +109,14 @@ TEST_CASE("auto mode: shared or partitioned from the cached figures") {
   // The target on one CPU is much slower: time-sharing both CPUs wins.
   put(t, "0", {{1, 17}, {1.6, 3.6}});
   p = choose_mode(in);
-  CHECK(p.mode == SpecMode::shared);
-  CHECK(p.shared_cpus == std::vector<int>{0, 1});
+  CHECK(!p.partitioned());
+  CHECK(p.draft.cpus.empty());
+  CHECK(p.verify.cpus == std::vector<int>{0, 1});
   CHECK(p.reason.find("measured costs") != std::string::npos);
   // Bandwidth-bound: one CPU verifies as fast, and drafting overlaps.
   put(t, "0", {{1, 17}, {1.0, 2.0}});
   p = choose_mode(in);
-  CHECK(p.mode == SpecMode::partitioned);
+  CHECK(p.partitioned());
   if (old)
     ::setenv("XDG_CACHE_HOME", saved.c_str(), 1);
   else

@@ -30,13 +30,18 @@ nlohmann::json nodes_json(const std::map<int, uint64_t>& m) {
 }  // namespace
 
 LaunchSetup::LaunchSetup(LaunchOptions o) : o_(std::move(o)) {
-  plan_ = launch::read_launch_config(o_.launch_config);
-  if (plan_.has_spec) cpus_ = launch::assign_cpus(plan_, runtime::allowed_cpus(), o_.map_cpus);
+  planned_ = launch::read_launch_config(o_.launch_config);
+  placed_ = planned_.has_spec ? launch::place_on(planned_, runtime::allowed_cpus(), o_.map_cpus)
+                              : planned_;
+  auto& target_nodes = placed_.weights.target_nodes;
+  auto& draft_nodes = placed_.weights.draft_nodes;
+  if (!planned_.has_weights) {
+    target_nodes = planned_.verify.nodes;
+    draft_nodes = planned_.draft.nodes;
+  }
   const auto here = runtime::memory_nodes();
-  target_nodes_ = plan_.has_weights ? plan_.weights.target_nodes : plan_.verify.nodes;
-  draft_nodes_ = plan_.has_weights ? plan_.weights.draft_nodes : plan_.draft.nodes;
   std::vector<int> missing;
-  for (const auto* v : {&target_nodes_, &draft_nodes_})
+  for (const auto* v : {&target_nodes, &draft_nodes})
     for (int n : *v)
       if (std::find(here.begin(), here.end(), n) == here.end()) missing.push_back(n);
   if (!missing.empty()) {
@@ -50,21 +55,21 @@ LaunchSetup::LaunchSetup(LaunchOptions o) : o_(std::move(o)) {
       if (all_in(v, here)) return;
       v = cpus.empty() ? here : runtime::nodes_of_cpus(cpus);
     };
-    remap(target_nodes_, cpus_.verify);
-    remap(draft_nodes_, cpus_.draft);
+    remap(target_nodes, placed_.verify.cpus);
+    remap(draft_nodes, placed_.draft.cpus);
     node_note_ = fmt::format(
         "planned NUMA nodes {} are not all here; mapped onto target nodes {}, draft nodes {}",
-        common::format_cpulist(missing), common::format_cpulist(target_nodes_),
-        common::format_cpulist(draft_nodes_));
+        common::format_cpulist(missing), common::format_cpulist(target_nodes),
+        common::format_cpulist(draft_nodes));
   }
 }
 
-std::vector<int> LaunchSetup::side_nodes(bool draft) const {
-  return draft ? draft_nodes_ : target_nodes_;
+const std::vector<int>& LaunchSetup::side_nodes(launch::Role side) const {
+  return side == launch::Role::draft ? placed_.weights.draft_nodes : placed_.weights.target_nodes;
 }
 
-std::string LaunchSetup::group_of(const std::string& side) const {
-  return side == "draft" ? plan_.draft.resctrl_group : plan_.verify.resctrl_group;
+std::string LaunchSetup::group_of(launch::Role side) const {
+  return planned_.has_spec ? planned_.side(side).group : "";
 }
 
 nlohmann::json weights_json(const LlamaModel& m) {
@@ -84,42 +89,42 @@ nlohmann::json weights_json(const LlamaModel& m) {
   return j;
 }
 
-void LaunchSetup::apply_memory_policy(ModelOptions& mo, bool draft) const {
+void LaunchSetup::apply_memory_policy(ModelOptions& mo, launch::Role side) const {
+  const bool draft = side == launch::Role::draft;
   if (!o_.shared_weights.empty()) mo.shared_weights = o_.shared_weights;
-  if (!plan_.has_weights && !plan_.has_spec) return;
+  if (!planned_.has_weights && !planned_.has_spec) return;
   mo.copy_weights = true;
-  mo.numa_nodes = side_nodes(draft);
-  if (draft || !plan_.has_weights) {
+  mo.numa_nodes = side_nodes(side);
+  if (draft || !planned_.has_weights) {
     mo.numa = runtime::NumaPolicy::interleave;  // over the draft's own nodes
   } else {
-    mo.numa = runtime::parse_numa_policy(plan_.weights.layout);
-    mo.hugepages = plan_.weights.hugepages;
+    mo.numa = runtime::parse_numa_policy(planned_.weights.layout);
+    mo.hugepages = planned_.weights.hugepages;
   }
-  if (draft && plan_.has_weights) mo.hugepages = plan_.weights.hugepages;
+  if (draft && planned_.has_weights) mo.hugepages = planned_.weights.hugepages;
 }
 
-std::unique_ptr<runtime::ThreadPool> LaunchSetup::make_pool(const std::string& side) {
-  if (!plan_.has_spec)
+std::unique_ptr<runtime::ThreadPool> LaunchSetup::make_pool(launch::Role side) {
+  if (!planned_.has_spec)
     throw launch::LaunchConfigError(o_.launch_config +
                                     ": no [spec] section, so no CPUs to pin to (apply step 8)");
-  return std::make_unique<runtime::ThreadPool>(side == "draft" ? cpus_.draft : cpus_.verify, true,
-                                               worker_hook(side));
+  return std::make_unique<runtime::ThreadPool>(placed_.side(side).cpus, true, worker_hook(side));
 }
 
-runtime::ThreadPool::WorkerStartHook LaunchSetup::worker_hook(const std::string& side) {
+runtime::ThreadPool::WorkerStartHook LaunchSetup::worker_hook(launch::Role side) {
   auto log = log_;
-  const std::string group = plan_.has_spec ? group_of(side) : "";
+  const std::string group = group_of(side);
   const std::string root = o_.resctrl_root;
   return [log, side, group, root](int, int cpu) { log->record(side, cpu, root, group); };
 }
 
-void LaunchSetup::record_driver(const std::string& side, runtime::ThreadPool& pool) {
+void LaunchSetup::record_driver(launch::Role side, runtime::ThreadPool& pool) {
   pool.run([](int) {});  // pins this thread as the pool's worker 0
-  log_->record(side, pool.cpus().front(), o_.resctrl_root, plan_.has_spec ? group_of(side) : "");
+  log_->record(side, pool.cpus().front(), o_.resctrl_root, group_of(side));
 }
 
-void LaunchSetup::bind_kv(const LlamaModel& m, bool draft) {
-  const auto nodes = side_nodes(draft);
+void LaunchSetup::bind_kv(const LlamaModel& m, launch::Role side) {
+  const auto& nodes = side_nodes(side);
   auto r = m.kv_range();
   if (nodes.empty() || r.end <= r.begin) return;
   unsigned long mask[16] = {};
@@ -127,8 +132,8 @@ void LaunchSetup::bind_kv(const LlamaModel& m, bool draft) {
     if (n >= 0 && n < 1024) mask[n / 64] |= 1UL << (n % 64);
   if (::mbind(reinterpret_cast<void*>(r.begin), r.end - r.begin, MPOL_BIND, mask, 1024, 0) != 0)
     memory_errors_.push_back(fmt::format("{} KV cache: mbind to nodes {} failed: {}",
-                                         draft ? "draft" : "target", common::format_cpulist(nodes),
-                                         std::strerror(errno)));
+                                         side == launch::Role::draft ? "draft" : "target",
+                                         common::format_cpulist(nodes), std::strerror(errno)));
 }
 
 std::string LaunchSetup::check(const LlamaModel& target, const LlamaModel* draft) {
@@ -147,13 +152,15 @@ std::string LaunchSetup::check(const LlamaModel& target, const LlamaModel* draft
       auto e = launch::check_nodes(what, p.bytes_per_node, nodes);
       if (!e.empty()) problems.push_back(e);
     };
-    one("target weights", target.weight_ranges(), target_nodes_);
+    const auto& tn = placed_.weights.target_nodes;
+    const auto& dn = placed_.weights.draft_nodes;
+    one("target weights", target.weight_ranges(), tn);
     memory_["target weights"]["store"] = weights_json(target);
-    one("target KV cache", {target.kv_range()}, target_nodes_);
+    one("target KV cache", {target.kv_range()}, tn);
     if (draft) {
-      one("draft weights", draft->weight_ranges(), draft_nodes_);
+      one("draft weights", draft->weight_ranges(), dn);
       memory_["draft weights"]["store"] = weights_json(*draft);
-      one("draft KV cache", {draft->kv_range()}, draft_nodes_);
+      one("draft KV cache", {draft->kv_range()}, dn);
     }
   }
   std::string out = log_->errors();
@@ -164,7 +171,7 @@ std::string LaunchSetup::check(const LlamaModel& target, const LlamaModel* draft
 nlohmann::json LaunchSetup::report() const {
   nlohmann::json threads = nlohmann::json::array();
   for (const auto& t : log_->threads())
-    threads.push_back({{"side", t.side},
+    threads.push_back({{"side", launch::role_name(t.side)},
                        {"tid", t.tid},
                        {"cpu", t.expected_cpu},
                        {"cpus_allowed", common::format_cpulist(t.allowed)},
@@ -172,20 +179,20 @@ nlohmann::json LaunchSetup::report() const {
                        {"in_group", t.in_group},
                        {"error", t.error}});
   return {{"launch_config", o_.launch_config},
-          {"profile", plan_.profile},
+          {"profile", planned_.profile},
           {"resctrl_root", o_.resctrl_root},
-          {"draft_l3", plan_.draft.l3},
+          {"draft_l3", planned_.draft.l3},
           {"planned",
-           {{"draft_cpus", common::format_cpulist(plan_.draft.cpus)},
-            {"verify_cpus", common::format_cpulist(plan_.verify.cpus)},
-            {"draft_group", plan_.draft.resctrl_group},
-            {"verify_group", plan_.verify.resctrl_group}}},
-          {"draft_cpus", common::format_cpulist(cpus_.draft)},
-          {"verify_cpus", common::format_cpulist(cpus_.verify)},
-          {"cpus_mapped", cpus_.mapped},
-          {"cpu_note", cpus_.note},
-          {"target_nodes", target_nodes_},
-          {"draft_nodes", draft_nodes_},
+           {{"draft_cpus", common::format_cpulist(planned_.draft.cpus)},
+            {"verify_cpus", common::format_cpulist(planned_.verify.cpus)},
+            {"draft_group", planned_.draft.group},
+            {"verify_group", planned_.verify.group}}},
+          {"draft_cpus", common::format_cpulist(placed_.draft.cpus)},
+          {"verify_cpus", common::format_cpulist(placed_.verify.cpus)},
+          {"cpus_mapped", !placed_.reason.empty()},
+          {"cpu_note", placed_.reason},
+          {"target_nodes", placed_.weights.target_nodes},
+          {"draft_nodes", placed_.weights.draft_nodes},
           {"node_note", node_note_},
           {"threads", threads},
           {"memory", memory_}};
@@ -194,13 +201,14 @@ nlohmann::json LaunchSetup::report() const {
 std::vector<std::string> LaunchSetup::report_lines() const {
   std::vector<std::string> out;
   out.push_back(fmt::format("launch config {} (profile {})", o_.launch_config,
-                            plan_.profile.empty() ? "?" : plan_.profile));
-  if (plan_.has_spec)
+                            planned_.profile.empty() ? "?" : planned_.profile));
+  if (planned_.has_spec)
     out.push_back(fmt::format(
-        "draft L3 {} CPUs {} -> {}, verify CPUs {} -> {}", common::format_cpulist(plan_.draft.l3),
-        common::format_cpulist(plan_.draft.cpus), common::format_cpulist(cpus_.draft),
-        common::format_cpulist(plan_.verify.cpus), common::format_cpulist(cpus_.verify)));
-  if (!cpus_.note.empty()) out.push_back(cpus_.note);
+        "draft L3 {} CPUs {} -> {}, verify CPUs {} -> {}",
+        common::format_cpulist(planned_.draft.l3), common::format_cpulist(planned_.draft.cpus),
+        common::format_cpulist(placed_.draft.cpus), common::format_cpulist(planned_.verify.cpus),
+        common::format_cpulist(placed_.verify.cpus)));
+  if (!placed_.reason.empty()) out.push_back(placed_.reason);
   if (!node_note_.empty()) out.push_back(node_note_);
   std::map<std::string, int> joined;
   for (const auto& t : log_->threads())

@@ -37,24 +37,26 @@ class LaunchSetup {
   // Parses the file and decides CPUs and nodes; throws launch::LaunchConfigError.
   explicit LaunchSetup(LaunchOptions o);
 
-  const launch::LaunchPlan& plan() const { return plan_; }
+  // The file as written.
+  const launch::LaunchPlan& planned() const { return planned_; }
+  // The plan as it runs here: each side's CPUs (mapped with --map-cpus), and
+  // in `weights` the nodes each model's memory is bound to.
+  const launch::LaunchPlan& placed() const { return placed_; }
   // The file has a [spec] partition (else the engine picks CPUs itself).
-  bool has_partition() const { return plan_.has_spec; }
-  const std::vector<int>& verify_cpus() const { return cpus_.verify; }
-  const std::vector<int>& draft_cpus() const { return cpus_.draft; }
+  bool has_partition() const { return planned_.has_spec; }
   // Model options for one side's weights (numa policy, nodes, hugepages,
   // shared store).
-  void apply_memory_policy(ModelOptions& mo, bool draft) const;
+  void apply_memory_policy(ModelOptions& mo, launch::Role side) const;
 
   // A pool pinned to the side's CPUs whose workers join the side's group.
-  std::unique_ptr<runtime::ThreadPool> make_pool(const std::string& side);
+  std::unique_ptr<runtime::ThreadPool> make_pool(launch::Role side);
   // Hook for a pool's workers: join the side's group, read back the thread.
-  runtime::ThreadPool::WorkerStartHook worker_hook(const std::string& side);
+  runtime::ThreadPool::WorkerStartHook worker_hook(launch::Role side);
   // Worker 0 of a pool is the thread that drives it: pin it (a no-op region)
   // and record it like the workers. Call on that thread.
-  void record_driver(const std::string& side, runtime::ThreadPool& pool);
+  void record_driver(launch::Role side, runtime::ThreadPool& pool);
   // Binds the model's KV cache to the side's nodes before it is touched.
-  void bind_kv(const LlamaModel& m, bool draft);
+  void bind_kv(const LlamaModel& m, launch::Role side);
 
   // Thread mismatches so far (pinning, group membership); "" when none.
   std::string thread_errors() const { return log_->errors(); }
@@ -66,13 +68,11 @@ class LaunchSetup {
   std::vector<std::string> report_lines() const;
 
  private:
-  std::vector<int> side_nodes(bool draft) const;
-  std::string group_of(const std::string& side) const;
+  const std::vector<int>& side_nodes(launch::Role side) const;
+  std::string group_of(launch::Role side) const;
 
   LaunchOptions o_;
-  launch::LaunchPlan plan_;
-  launch::CpuAssignment cpus_;
-  std::vector<int> target_nodes_, draft_nodes_;
+  launch::LaunchPlan planned_, placed_;
   std::string node_note_;
   std::shared_ptr<launch::PlacementLog> log_ = std::make_shared<launch::PlacementLog>();
   std::vector<std::string> memory_errors_;

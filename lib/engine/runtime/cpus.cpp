@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include <fstream>
 #include <stdexcept>
 #include <string>
 
@@ -24,17 +25,16 @@ std::vector<int> parse_cpus(std::string_view spec) {
   try {
     cpus = common::parse_cpulist(spec);
   } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(std::string("--cpus '") + std::string(spec) + "': " + e.what());
+    throw std::invalid_argument("'" + std::string(spec) + "': " + e.what());
   }
-  if (cpus.empty())
-    throw std::invalid_argument("--cpus '" + std::string(spec) + "': no CPU listed");
+  if (cpus.empty()) throw std::invalid_argument("'" + std::string(spec) + "': no CPU listed");
   auto allowed = allowed_cpus();
   for (int c : cpus) {
     bool ok = false;
     for (int a : allowed) ok = ok || a == c;
     if (!ok)
       throw std::invalid_argument(
-          "--cpus: CPU " + std::to_string(c) +
+          "CPU " + std::to_string(c) +
           " is not available to this process (allowed: " + common::format_cpulist(allowed) + ")");
   }
   return cpus;
@@ -53,6 +53,18 @@ std::vector<int> first_cpus(int n) {
   }
   allowed.resize(n);
   return allowed;
+}
+
+std::vector<int> l3_ids(const std::vector<int>& cpus, const std::filesystem::path& root) {
+  std::vector<int> out;
+  for (int c : cpus) {
+    int id = -1;
+    std::ifstream f(root / "sys/devices/system/cpu" / ("cpu" + std::to_string(c)) /
+                    "cache/index3/id");
+    if (!(f >> id) || id < 0) id = -1;  // unknown topology, never a guess
+    out.push_back(id);
+  }
+  return out;
 }
 
 }  // namespace epyctune::engine::runtime

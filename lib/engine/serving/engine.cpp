@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "common/cpulist.hpp"
+#include "common/field_error.hpp"
 #include "engine/kernels/kernels.hpp"
 #include "engine/runtime/cpus.hpp"
 #include "engine/speculative/mode_choice.hpp"
@@ -16,16 +17,6 @@ namespace epyctune::engine::serving {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::optional<std::vector<int>> cpus_opt(const std::string& s, const char* flag) {
-  if (s.empty()) return std::nullopt;
-  try {
-    return runtime::parse_cpus(s);
-  } catch (const std::invalid_argument& e) {
-    // parse_cpus names --cpus; say which flag really was wrong.
-    throw std::invalid_argument(std::string(flag) + ": " + e.what());
-  }
-}
 
 bool has_draft_model(const EngineConfig& c) {
   return !c.draft.empty() && c.draft_max > 0;
@@ -41,20 +32,36 @@ uint64_t file_bytes(const std::string& path) {
 // from round to round while the split is fixed for the run, so a middling one.
 constexpr int kSplitK = 4;
 
-speculative::CpuPlan plan_own_cpus(const EngineConfig& c) {
-  speculative::CpuPlanInput in;
-  in.request = speculative::parse_mode_request(c.spec_mode);
+void check_allowed(const std::optional<std::vector<int>>& cpus, const char* field) {
+  if (!cpus) return;
+  const auto allowed = runtime::allowed_cpus();
+  if (cpus->empty()) throw common::FieldError(field, "no CPU listed");
+  for (int c : *cpus)
+    if (std::find(allowed.begin(), allowed.end(), c) == allowed.end())
+      throw common::FieldError(field, "CPU " + std::to_string(c) +
+                                          " is not available to this process (allowed: " +
+                                          common::format_cpulist(allowed) + ")");
+}
+
+// No launch config: the engine's own partition, from this machine's L3
+// domains and, in auto mode, the measured costs of both modes.
+launch::LaunchPlan own_partition(const EngineConfig& c) {
+  for (auto [v, f] :
+       {std::pair{&c.cpus, "cpus"}, {&c.draft_cpus, "draft_cpus"}, {&c.verify_cpus, "verify_cpus"}})
+    check_allowed(*v, f);
+  speculative::PartitionRequest in;
+  in.request = c.spec_mode;
   in.has_draft_model = has_draft_model(c);
-  // --cpus or --threads bound everything; partitions come from the plan.
-  in.cpus = !c.cpus.empty() ? *cpus_opt(c.cpus, "--cpus") : runtime::first_cpus(c.threads);
-  in.l3_ids = speculative::read_l3_ids("/", in.cpus);
-  in.draft_cpus = cpus_opt(c.draft_cpus, "--draft-cpus");
-  in.verify_cpus = cpus_opt(c.verify_cpus, "--verify-cpus");
+  // The CPU list or thread count bounds everything; partitions come from it.
+  in.cpus = c.cpus ? *c.cpus : runtime::first_cpus(c.threads);
+  in.l3_ids = runtime::l3_ids(in.cpus);
+  in.draft_cpus = c.draft_cpus;
+  in.verify_cpus = c.verify_cpus;
   if (in.has_draft_model)
     in.draft_share =
         speculative::draft_share(file_bytes(c.model), file_bytes(c.draft),
                                  c.draft_adaptive ? std::min(kSplitK, c.draft_max) : c.draft_max);
-  auto plan = speculative::plan_cpus(in);
+  auto plan = speculative::pick_partition(in);
   if (in.request != speculative::ModeRequest::automatic || in.draft_cpus || in.verify_cpus ||
       !c.draft_adaptive || !c.cost_cache)
     return plan;
@@ -62,25 +69,24 @@ speculative::CpuPlan plan_own_cpus(const EngineConfig& c) {
       {plan, c.model, c.draft, kernels::isa_name(kernels::active_isa()), c.draft_max});
 }
 
-// A launch config's partition replaces the engine's own CPU picker.
-speculative::CpuPlan plan_from_launch(const EngineConfig& c, const placement::LaunchSetup& l) {
-  if (!c.cpus.empty() || c.threads > 0 || !c.draft_cpus.empty() || !c.verify_cpus.empty() ||
-      c.spec_mode != "auto")
-    throw std::invalid_argument(
-        "--launch-config sets the CPUs: drop --cpus/--threads/--draft-cpus/--verify-cpus/"
-        "--spec-mode");
-  speculative::CpuPlan p;
+// A launch config's partition, as placed on this machine, replaces the
+// engine's own; without a draft model, or with one CPU for both sides, a
+// draft alternates with the target on the verify CPUs.
+launch::LaunchPlan launch_partition(const EngineConfig& c, const placement::LaunchSetup& l) {
+  if (c.cpus || c.threads > 0 || c.draft_cpus || c.verify_cpus ||
+      c.spec_mode != speculative::ModeRequest::automatic)
+    throw common::FieldError("launch_config",
+                             "sets the CPUs: drop the options that set CPUs, threads or the "
+                             "speculative mode");
+  launch::LaunchPlan p = l.placed();
   const std::string from = "launch config " + c.launch.launch_config;
   if (!has_draft_model(c)) {
-    p.shared_cpus = l.verify_cpus();
+    p.draft = launch::Side{launch::Role::draft};
     p.reason = from + ": the target on the verify CPUs";
-  } else if (l.draft_cpus() == l.verify_cpus()) {
-    p.shared_cpus = l.verify_cpus();
+  } else if (!p.partitioned()) {
+    p.draft = launch::Side{launch::Role::draft};
     p.reason = from + ": one CPU here, draft and target alternate on it";
   } else {
-    p.mode = speculative::SpecMode::partitioned;
-    p.draft_cpus = l.draft_cpus();
-    p.verify_cpus = l.verify_cpus();
     p.reason = from + ": draft and target each on their own CPUs";
   }
   return p;
@@ -88,7 +94,7 @@ speculative::CpuPlan plan_from_launch(const EngineConfig& c, const placement::La
 
 // The launch config's [models] fill what the command line leaves out.
 void take_launch_models(EngineConfig& c, const placement::LaunchSetup& l) {
-  const auto& p = l.plan();
+  const auto& p = l.planned();
   if (!p.has_models) return;
   if (c.model.empty()) c.model = p.models.target;
   if (c.draft.empty()) c.draft = p.models.draft;
@@ -96,12 +102,13 @@ void take_launch_models(EngineConfig& c, const placement::LaunchSetup& l) {
 }
 
 void validate(const EngineConfig& c) {
-  if (c.lookup < 0) throw std::invalid_argument("--lookup: must be >= 0 (0 = off)");
-  if (c.draft_max < 0) throw std::invalid_argument("--draft-max: must be >= 0 (0 = no drafting)");
+  using common::FieldError;
+  if (c.lookup < 0) throw FieldError("lookup", "must be >= 0 (0 = off)");
+  if (c.draft_max < 0) throw FieldError("draft_max", "must be >= 0 (0 = no drafting)");
   if (c.draft_min < 0 || c.draft_min > c.draft_max)
-    throw std::invalid_argument("--draft-min: must be between 0 and --draft-max (" +
-                                std::to_string(c.draft_max) + ")");
-  if (c.n_ctx < 0) throw std::invalid_argument("--ctx: must be >= 0 (0 = the model's)");
+    throw FieldError("draft_min", "must be between 0 and the longest draft (" +
+                                      std::to_string(c.draft_max) + ")");
+  if (c.n_ctx < 0) throw FieldError("n_ctx", "must be >= 0 (0 = the model's)");
 }
 
 }  // namespace
@@ -112,14 +119,14 @@ Engine::Engine(EngineConfig cfg) : cfg_(std::move(cfg)) {
     take_launch_models(cfg_, *launch_);
   }
   if (cfg_.model.empty())
-    throw std::invalid_argument("--model: required (or a launch config with [models] target)");
+    throw common::FieldError("model", "required (or a launch config with [models] target)");
   validate(cfg_);
   if (launch_ && cfg_.mmap)
-    throw std::invalid_argument(
-        "--mmap keeps the weights where the file is: it cannot follow "
-        "the launch config's placement");
+    throw common::FieldError("mmap",
+                             "keeps the weights where the file is: it cannot follow the launch "
+                             "config's placement");
   plan_ =
-      launch_ && launch_->has_partition() ? plan_from_launch(cfg_, *launch_) : plan_own_cpus(cfg_);
+      launch_ && launch_->has_partition() ? launch_partition(cfg_, *launch_) : own_partition(cfg_);
 }
 
 Engine::~Engine() = default;
@@ -130,15 +137,12 @@ bool Engine::speculative() const {
 
 void Engine::make_pools() {
   const bool planned = launch_ && launch_->has_partition();
-  if (partitioned()) {
-    verify_pool_ = planned ? launch_->make_pool("verify")
-                           : std::make_unique<runtime::ThreadPool>(plan_.verify_cpus);
-    draft_pool_ = planned ? launch_->make_pool("draft")
-                          : std::make_unique<runtime::ThreadPool>(plan_.draft_cpus);
-  } else {
-    verify_pool_ = planned ? launch_->make_pool("verify")
-                           : std::make_unique<runtime::ThreadPool>(plan_.shared_cpus);
-  }
+  auto pool = [&](launch::Role r) {
+    return planned ? launch_->make_pool(r)
+                   : std::make_unique<runtime::ThreadPool>(plan_.side(r).cpus);
+  };
+  verify_pool_ = pool(launch::Role::verify);
+  if (partitioned()) draft_pool_ = pool(launch::Role::draft);
 }
 
 void Engine::load(const LoadProgress& progress) {
@@ -156,8 +160,8 @@ void Engine::load(const LoadProgress& progress) {
   ModelOptions mo_draft = mo;
   mo.experts_per_token = cfg_.experts_per_token;  // the target's: a draft is usually dense
   if (launch_) {
-    launch_->apply_memory_policy(mo, false);
-    launch_->apply_memory_policy(mo_draft, true);
+    launch_->apply_memory_policy(mo, launch::Role::verify);
+    launch_->apply_memory_policy(mo_draft, launch::Role::draft);
   }
   const auto t_load = Clock::now();
   auto report = [&progress](const std::string& path) -> runtime::ProgressFn {
@@ -176,8 +180,9 @@ void Engine::load(const LoadProgress& progress) {
       pard_ = std::make_unique<speculative::ParallelDraftModel>(*draft_, *mask);
   }
   if (launch_) {
-    launch_->bind_kv(*target_, false);
-    if (draft_) launch_->bind_kv(*draft_, partitioned());
+    launch_->bind_kv(*target_, launch::Role::verify);
+    if (draft_)
+      launch_->bind_kv(*draft_, partitioned() ? launch::Role::draft : launch::Role::verify);
   }
   tok_ = Tokenizer::from_gguf(target_->file());
   if (speculative() && cfg_.draft_adaptive) measure_costs();
@@ -217,7 +222,7 @@ CausalLM* Engine::drafting_model() const {
 void Engine::attach_driver() {
   if (!launch_ || !launch_->has_partition()) return;
   // The threads that drive each pool join its group like the workers did.
-  launch_->record_driver("verify", *verify_pool_);
+  launch_->record_driver(launch::Role::verify, *verify_pool_);
   if (auto e = launch_->thread_errors(); !e.empty())
     throw PlacementMismatch("threads are not where the launch config puts them:\n" + e);
 }
@@ -227,12 +232,12 @@ void Engine::attach_driver() {
 // the same way without growing the report on every request.
 void Engine::draft_thread_init() {
   if (!draft_recorded_) {
-    launch_->record_driver("draft", *draft_pool_);
+    launch_->record_driver(launch::Role::draft, *draft_pool_);
     draft_recorded_ = true;
     return;
   }
   draft_pool_->run([](int) {});  // pins this thread as the pool's worker 0
-  const auto& group = launch_->plan().draft.resctrl_group;
+  const auto& group = launch_->planned().draft.group;
   if (group.empty()) return;
   try {
     launch::join_resctrl_group(cfg_.launch.resctrl_root, group, launch::current_tid());
@@ -251,7 +256,7 @@ Completion Engine::generate(std::span<const int32_t> prompt, int n_predict,
   so.adaptive = spec && cfg_.draft_adaptive;
   so.cost = cost_;
   so.lookup = {cfg_.lookup, cfg_.lookup_min};
-  so.mode = plan_.mode;
+  so.mode = mode();
   so.null_logits_ok = true;  // LlamaModel::forward documents logits == nullptr
   so.max_batch = 64;
   if (!ignore_eog) so.is_stop = [this](int32_t t) { return tok_->is_eog(t); };

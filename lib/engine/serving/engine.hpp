@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -18,18 +19,22 @@
 #include "engine/placement/launch_setup.hpp"
 #include "engine/runtime/thread_pool.hpp"
 #include "engine/sampling/sampler.hpp"
-#include "engine/speculative/cpu_plan.hpp"
 #include "engine/speculative/parallel_draft.hpp"
+#include "engine/speculative/partition.hpp"
 #include "engine/speculative/speculative.hpp"
 #include "engine/tokenizer/tokenizer.hpp"
 
 namespace epyctune::engine::serving {
 
+// Parsed and typed: a wrong value throws common::FieldError naming the field
+// here, which the app maps back to its flag.
 struct EngineConfig {
   std::string model, draft;
   int threads = 0;  // the first N allowed CPUs (0 = all)
   int n_ctx = 0;    // 0 = the model's
-  std::string cpus, draft_cpus, verify_cpus;
+  // CPU lists, each checked against the CPUs this process may use; nullopt:
+  // not given (cpus: every allowed CPU or the first `threads`).
+  std::optional<std::vector<int>> cpus, draft_cpus, verify_cpus;
   int lookup = 0;  // n-gram lookup drafting: longest n-gram (0 = off)
   int lookup_min = 1;
   int draft_max = 16;  // K, or adaptive: the longest K (0 = plain decoding)
@@ -38,7 +43,7 @@ struct EngineConfig {
   bool draft_adaptive = true;
   bool cost_cache = true;  // reuse this host's measured pass times (cost_model.hpp)
   int draft_min = 0;
-  std::string spec_mode = "auto";
+  speculative::ModeRequest spec_mode = speculative::ModeRequest::automatic;
   bool mmap = false;
   int experts_per_token = 0;        // the target's MoE top-k override (0 = the file's)
   placement::LaunchOptions launch;  // launch_config empty: the engine picks CPUs
@@ -73,7 +78,7 @@ class Engine {
  public:
   // Reads the launch config (its [models] fill what cfg leaves empty),
   // validates the options and plans the CPUs; loads nothing. Throws
-  // std::invalid_argument naming the option, launch::LaunchConfigError.
+  // common::FieldError naming the field, launch::LaunchConfigError.
   explicit Engine(EngineConfig cfg);
   ~Engine();
   Engine(const Engine&) = delete;
@@ -83,8 +88,13 @@ class Engine {
   void load(const LoadProgress& progress = {});
 
   const EngineConfig& config() const { return cfg_; }
-  const speculative::CpuPlan& plan() const { return plan_; }
-  bool partitioned() const { return plan_.mode == speculative::SpecMode::partitioned; }
+  // Where this engine runs: the launch config's plan as placed here, or its
+  // own; an empty draft side means a draft alternates on the verify CPUs.
+  const launch::LaunchPlan& plan() const { return plan_; }
+  bool partitioned() const { return plan_.partitioned(); }
+  speculative::SpecMode mode() const {
+    return partitioned() ? speculative::SpecMode::partitioned : speculative::SpecMode::shared;
+  }
   // A draft model or lookup drafts, and draft_max > 0.
   bool speculative() const;
   int draft_max() const { return speculative() ? cfg_.draft_max : 0; }
@@ -120,7 +130,7 @@ class Engine {
   void measure_costs();
 
   EngineConfig cfg_;
-  speculative::CpuPlan plan_;
+  launch::LaunchPlan plan_;
   std::unique_ptr<placement::LaunchSetup> launch_;
   std::unique_ptr<runtime::ThreadPool> verify_pool_, draft_pool_;
   std::unique_ptr<LlamaModel> target_, draft_;

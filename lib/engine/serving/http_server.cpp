@@ -202,7 +202,7 @@ http::Reply HttpServer::Impl::health() {
             {"model", o.model_name},
             {"n_ctx", e->n_ctx()},
             {"speculative", e->speculative()},
-            {"spec_mode", speculative::spec_mode_name(e->plan().mode)},
+            {"spec_mode", speculative::spec_mode_name(e->mode())},
             {"draft", e->draft() != nullptr},
             {"queue", {{"depth", q.depth}, {"capacity", q.capacity}, {"in_flight", q.in_flight}}},
             {"launch", e->launch() ? e->launch()->report() : json(nullptr)}});

@@ -24,19 +24,19 @@ std::optional<PassTimes> cached(const std::string& model, const std::vector<int>
 }
 }  // namespace
 
-CpuPlan choose_mode(const ModeChoiceInput& in) {
-  CpuPlan plan = in.automatic;
-  if (plan.mode != SpecMode::partitioned) return plan;
-  std::vector<int> all = plan.draft_cpus;
-  all.insert(all.end(), plan.verify_cpus.begin(), plan.verify_cpus.end());
+launch::LaunchPlan choose_mode(const ModeChoiceInput& in) {
+  launch::LaunchPlan plan = in.automatic;
+  if (!plan.partitioned()) return plan;
+  std::vector<int> all = plan.draft.cpus;
+  all.insert(all.end(), plan.verify.cpus.begin(), plan.verify.cpus.end());
   std::sort(all.begin(), all.end());
   const auto ts = cached(in.target_path, all, in.isa), ds = cached(in.draft_path, all, in.isa);
-  const auto tp = cached(in.target_path, plan.verify_cpus, in.isa);
-  const auto dp = cached(in.draft_path, plan.draft_cpus, in.isa);
+  const auto tp = cached(in.target_path, plan.verify.cpus, in.isa);
+  const auto dp = cached(in.draft_path, plan.draft.cpus, in.isa);
   if (!ts || !ds || !tp || !dp || ts->n.back() < in.max_k + 1 || tp->n.back() < in.max_k + 1) {
     plan.reason +=
-        "; no measured figures for both modes yet (run once with --spec-mode shared "
-        "and once partitioned to let auto choose from them)";
+        "; no measured figures for both modes yet (run once shared and once partitioned "
+        "to let auto choose from them)";
     return plan;
   }
   CostModel shared, part;
@@ -52,9 +52,13 @@ CpuPlan choose_mode(const ModeChoiceInput& in) {
     plan.reason = why;
     return plan;
   }
-  CpuPlan s;
-  s.mode = SpecMode::shared;
-  s.shared_cpus = all;
+  // Shared: one side on every CPU, its L3 domains those of both sides.
+  launch::LaunchPlan s = plan;
+  s.verify.cpus = all;
+  s.verify.l3.insert(s.verify.l3.end(), plan.draft.l3.begin(), plan.draft.l3.end());
+  std::sort(s.verify.l3.begin(), s.verify.l3.end());
+  s.verify.l3.erase(std::unique(s.verify.l3.begin(), s.verify.l3.end()), s.verify.l3.end());
+  s.draft = launch::Side{launch::Role::draft};
   s.reason = why;
   return s;
 }

@@ -2,18 +2,19 @@
 // cache holds pass times for the target and the draft both on all the CPUs
 // and on the partitions `auto` would use, the mode whose best K (or plain
 // decoding) predicts more tokens per second wins. Without those figures the
-// plan stays as cpu_plan made it, and its reason says how to record them.
+// plan stays as pick_partition made it, and its reason says how to record them.
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "engine/speculative/cpu_plan.hpp"
+#include "engine/speculative/cost_model.hpp"
+#include "launch/launch_config.hpp"
 
 namespace epyctune::engine::speculative {
 
 struct ModeChoiceInput {
-  CpuPlan automatic;  // plan_cpus' partitioned choice
+  launch::LaunchPlan automatic;  // pick_partition's partitioned choice
   std::string target_path, draft_path, isa;
   int max_k = 16;
   // Acceptance is unknown before the first round: a middling draft.
@@ -23,6 +24,6 @@ struct ModeChoiceInput {
 // Tokens per second of the best K (or plain) under c.
 double best_rate(const CostModel& c, int max_k, double accept);
 
-CpuPlan choose_mode(const ModeChoiceInput& in);
+launch::LaunchPlan choose_mode(const ModeChoiceInput& in);
 
 }  // namespace epyctune::engine::speculative
