@@ -34,7 +34,14 @@ inline std::string flag_of(const std::string& field) {
       {"draft_min", "--draft-min"},
       {"mmap", "--mmap"},
       {"experts_per_token", "--experts-per-token"},
-      {"launch_config", "--launch-config"}};
+      {"launch_config", "--launch-config"},
+      {"temperature", "--temp"},
+      {"top_k", "--top-k"},
+      {"top_p", "--top-p"},
+      {"min_p", "--min-p"},
+      {"numa", "--numa"},
+      {"shared_weights", "--shared-weights"},
+      {"chat_template", "--chat-template"}};
   auto it = flags.find(field);
   return it == flags.end() ? field : it->second;
 }

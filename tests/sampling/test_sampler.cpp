@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "common/field_error.hpp"
 #include "engine/sampling/sampler.hpp"
 
 using namespace epyctune::engine::sampling;
@@ -142,14 +143,23 @@ TEST_CASE("Sampler is deterministic for a seed and position") {
   CHECK(z != x);
 }
 
-TEST_CASE("validate names the bad option") {
+TEST_CASE("validate names the bad field") {
+  auto field_of = [](const SamplerParams& sp) -> std::string {
+    try {
+      sp.validate();
+    } catch (const epyctune::common::FieldError& e) {
+      return e.field();
+    }
+    return "";
+  };
   SamplerParams sp;
   sp.top_p = 0.0f;
-  CHECK_THROWS_WITH_AS(sp.validate(), doctest::Contains("--top-p"), std::invalid_argument);
+  CHECK(field_of(sp) == "top_p");
   sp = {};
   sp.min_p = 1.0f;
-  CHECK_THROWS_WITH_AS(sp.validate(), doctest::Contains("--min-p"), std::invalid_argument);
+  CHECK(field_of(sp) == "min_p");
   sp = {};
   sp.top_k = -1;
-  CHECK_THROWS_WITH_AS(sp.validate(), doctest::Contains("--top-k"), std::invalid_argument);
+  CHECK(field_of(sp) == "top_k");
+  CHECK(field_of(SamplerParams{}).empty());
 }

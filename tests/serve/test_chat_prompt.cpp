@@ -68,7 +68,7 @@ TEST_CASE("chat prompt: fallback text without a template, refusal for an unknown
     FAIL("an unrecognised template must be refused");
   } catch (const serving::ApiError& e) {
     CHECK(e.status == 500);
-    CHECK(std::string(e.what()).find("--chat-template") != std::string::npos);
+    CHECK(std::string(e.what()).find("name the one it follows") != std::string::npos);
   }
   // --chat-template names the format the template follows.
   CHECK(serving::chat_prompt_tokens(*odd, kMsgs, "chatml")[0] == 256);

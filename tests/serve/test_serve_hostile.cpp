@@ -93,6 +93,7 @@ TEST_CASE("a chunked body is bounded while it is read") {
   });
   std::string reply;
   CHECK(read_until(fd, reply, "\r\n\r\n", 10000));
+  INFO("reply: ", reply.substr(0, 400));
   CHECK(status_of(reply) == 413);
   const long rss1 = rss_kib(s.pid());
   ::shutdown(fd, SHUT_RDWR);

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "common/field_error.hpp"
 #include "engine/sampling/sampler.hpp"
 #include "engine/speculative/speculative.hpp"
 #include "speculative/toy_lm.hpp"
@@ -164,7 +165,8 @@ TEST_CASE("drafts shorter than draft_min are dropped, not verified") {
   bad.draft_len = 2;
   bad.draft_min = 3;
   CHECK_THROWS_WITH_AS(speculative::Generator(target, nullptr, {}, bad),
-                       doctest::Contains("--draft-min"), std::invalid_argument);
+                       doctest::Contains("between 0 and the longest draft"),
+                       epyctune::common::FieldError);
 }
 
 TEST_CASE("the callback can stop generation early") {

@@ -20,7 +20,7 @@ TEST_CASE("families are recognised from the template text") {
   CHECK(detect_family("{{'<｜User｜>' + content}}{{'<｜Assistant｜>'}}") == Family::DeepSeek);
   CHECK(detect_family("<|start|>assistant<|channel|>final<|message|>") == Family::Harmony);
   CHECK_FALSE(detect_family("[INST] {{ content }} [/INST]").has_value());
-  CHECK_THROWS_WITH(style_for("[INST]", ""), doctest::Contains("pass --chat-template NAME"));
+  CHECK_THROWS_WITH(style_for("[INST]", ""), doctest::Contains("name the one it follows"));
   CHECK_THROWS_WITH(style_for("", "vicuna"), doctest::Contains("unknown; use chatml"));
   CHECK(style_for("[INST]", "chatml").family == Family::ChatML);
 }

@@ -5,6 +5,8 @@
 #include <ctime>
 #include <stdexcept>
 
+#include "common/field_error.hpp"
+
 namespace epyctune::engine::chat {
 namespace {
 
@@ -145,18 +147,20 @@ Style style_for(std::string_view jinja, std::string_view override_name) {
   if (!override_name.empty()) {
     const auto f = family_from_name(override_name);
     if (!f)
-      throw std::runtime_error(fmt::format(
-          "--chat-template {}: unknown; use chatml, llama3, deepseek or harmony", override_name));
+      throw common::FieldError(
+          "chat_template",
+          fmt::format("{}: unknown; use chatml, llama3, deepseek or harmony", override_name));
     s.family = *f;
   } else {
     const auto f = detect_family(jinja);
     if (!f)
-      throw std::runtime_error(
-          jinja.empty() ? "the model has no tokenizer.chat_template; pass --chat-template NAME "
-                          "(chatml, llama3, deepseek, harmony)"
+      throw common::FieldError(
+          "chat_template",
+          jinja.empty() ? "the model has no tokenizer.chat_template; name one (chatml, llama3, "
+                          "deepseek, harmony)"
                         : "the model's tokenizer.chat_template is none of the families the "
-                          "engine renders; pass --chat-template NAME (chatml, llama3, "
-                          "deepseek, harmony) for the format it follows");
+                          "engine renders; name the one it follows (chatml, llama3, deepseek, "
+                          "harmony)");
     s.family = *f;
   }
   if (s.family == Family::ChatML && has(jinja, "You are Qwen, created by Alibaba Cloud."))

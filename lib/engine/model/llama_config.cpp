@@ -284,11 +284,11 @@ void read_rope(const Reader& r, LlamaConfig& c) {
       c.rope_orig_ctx = r.int_or("rope.scaling.original_context_length", c.n_ctx, 1, 1 << 30);
     }
   } else if (scaling && *scaling != "none") {
-    r.fail(fmt::format(
-        "{} = '{}' is not supported (supported: none, linear, llama3 with "
-        "rope_freqs.weight{})",
-        r.key("rope.scaling.type"), *scaling,
-        c.arch == Arch::deepseek2 || c.arch == Arch::gpt_oss ? ", yarn" : ""));
+    r.fail(
+        fmt::format("{} = '{}' is not supported (supported: none, linear, llama3 with "
+                    "rope_freqs.weight{})",
+                    r.key("rope.scaling.type"), *scaling,
+                    c.arch == Arch::deepseek2 || c.arch == Arch::gpt_oss ? ", yarn" : ""));
   } else if (!scaling && factor && *factor > 1 && !has_freqs) {
     // Older converters wrote only the factor, meaning linear scaling.
     c.rope_freq_scale = static_cast<float>(1.0 / *factor);

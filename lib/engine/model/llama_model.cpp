@@ -8,6 +8,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "common/field_error.hpp"
 #include "engine/gguf/gguf.hpp"
 #include "engine/kernels/kernels.hpp"
 #include "engine/model/kv_cache.hpp"
@@ -90,9 +91,10 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::filesystem::path& path,
   m->load_.weight_bytes += w.norm_bytes;
 
   if (!opts.copy_weights && !opts.shared_weights.empty())
-    throw std::invalid_argument(
-        "--shared-weights maps a shared prepared copy of the weights, and --mmap uses the file "
-        "in place (already shared through the page cache): drop one");
+    throw common::FieldError("shared_weights",
+                             "maps a shared prepared copy of the weights, while using the file "
+                             "mapping in place (mmap) already shares it through the page cache: "
+                             "drop one");
   bool copy = opts.copy_weights || opts.hugepages || opts.numa != runtime::NumaPolicy::none;
   if (copy) {
     auto t1 = std::chrono::steady_clock::now();
@@ -130,15 +132,17 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::filesystem::path& path,
 // The --experts-per-token override, checked against the file's experts.
 void LlamaModel::setup_moe(int experts_per_token) {
   if (experts_per_token < 0)
-    throw std::invalid_argument(
-        fmt::format("--experts-per-token {}: must be >= 1 (0: the model's)", experts_per_token));
+    throw common::FieldError("experts_per_token",
+                             fmt::format("{}: must be >= 1 (0: the model's)", experts_per_token));
   if (experts_per_token > 0 && cfg_.n_expert == 0)
-    throw std::invalid_argument(fmt::format(
-        "--experts-per-token {}: {} is a dense {} model, it has no experts to choose from",
-        experts_per_token, file_->path(), cfg_.arch_name));
+    throw common::FieldError(
+        "experts_per_token",
+        fmt::format("{}: {} is a dense {} model, it has no experts to choose from",
+                    experts_per_token, file_->path(), cfg_.arch_name));
   if (experts_per_token > cfg_.n_expert)
-    throw std::invalid_argument(fmt::format("--experts-per-token {}: {} has {} experts per layer",
-                                            experts_per_token, file_->path(), cfg_.n_expert));
+    throw common::FieldError("experts_per_token",
+                             fmt::format("{}: {} has {} experts per layer", experts_per_token,
+                                         file_->path(), cfg_.n_expert));
   if (experts_per_token > 0) cfg_.n_expert_used = experts_per_token;
   if (cfg_.n_expert == 0) return;
   auto& s = impl_->moe_shape;

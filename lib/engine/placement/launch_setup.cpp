@@ -48,7 +48,7 @@ LaunchSetup::LaunchSetup(LaunchOptions o) : o_(std::move(o)) {
     if (!o_.map_cpus)
       throw launch::LaunchConfigError(fmt::format(
           "{}: NUMA nodes {} of the plan have no memory here (nodes {}): run on the host it was "
-          "planned for, or pass --map-cpus",
+          "planned for, or let the engine map the plan onto this host (map_cpus)",
           o_.launch_config, common::format_cpulist(missing), common::format_cpulist(here)));
     // Each side onto the nodes of the CPUs it got here.
     auto remap = [&](std::vector<int>& v, const std::vector<int>& cpus) {

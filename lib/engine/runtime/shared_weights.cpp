@@ -73,7 +73,7 @@ Geometry geometry(int dirfd, const std::filesystem::path& dir, size_t data_bytes
   struct statfs sf {};
   if (::fstatfs(dirfd, &sf) != 0)
     throw SharedWeightsError(
-        fmt::format("--shared-weights {}: statfs failed: {}", dir.string(), errno_text()));
+        fmt::format("shared weights directory {}: statfs failed: {}", dir.string(), errno_text()));
   Geometry g;
   if (static_cast<unsigned long>(sf.f_type) == HUGETLBFS_MAGIC) {
     g.fs = "hugetlbfs";
@@ -94,27 +94,28 @@ int open_dir(const std::filesystem::path& dir) {
   if (fd < 0) {
     if (errno == ENOENT)
       throw SharedWeightsError(fmt::format(
-          "--shared-weights {}: no such directory (create it: mkdir -m 0755 {})", d, d));
+          "shared weights directory {}: no such directory (create it: mkdir -m 0755 {})", d, d));
     if (errno == ENOTDIR)
       throw SharedWeightsError(
-          fmt::format("--shared-weights {}: not a directory (name a directory, e.g. one on "
+          fmt::format("shared weights directory {}: not a directory (name a directory, e.g. one on "
                       "/dev/shm or a hugetlbfs mount)",
                       d));
-    throw SharedWeightsError(fmt::format("--shared-weights {}: cannot open: {}", d, errno_text()));
+    throw SharedWeightsError(
+        fmt::format("shared weights directory {}: cannot open: {}", d, errno_text()));
   }
   struct stat st {};
   ::fstat(fd, &st);
   if (st.st_uid != ::geteuid() && st.st_uid != 0) {
     ::close(fd);
     throw SharedWeightsError(fmt::format(
-        "--shared-weights {}: owned by uid {}, not by this user (uid {}) or root: another "
+        "shared weights directory {}: owned by uid {}, not by this user (uid {}) or root: another "
         "user could replace the weights; use a directory of your own",
         d, st.st_uid, ::geteuid()));
   }
   if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX)) {
     ::close(fd);
     throw SharedWeightsError(
-        fmt::format("--shared-weights {}: world-writable without the sticky bit, so anyone "
+        fmt::format("shared weights directory {}: world-writable without the sticky bit, so anyone "
                     "could replace the weights: chmod o-w {} (or chmod +t {})",
                     d, d, d));
   }

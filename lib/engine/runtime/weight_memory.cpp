@@ -10,6 +10,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/field_error.hpp"
+
 namespace epyctune::engine::runtime {
 namespace {
 constexpr size_t kHuge = size_t{2} << 20;
@@ -53,8 +55,8 @@ NumaPolicy parse_numa_policy(std::string_view s) {
   if (s == "interleave") return NumaPolicy::interleave;
   if (s == "split") return NumaPolicy::split;
   if (s == "local") return NumaPolicy::local;
-  throw std::invalid_argument("--numa '" + std::string(s) +
-                              "': expected none, interleave, split or local");
+  throw common::FieldError("numa",
+                           "'" + std::string(s) + "': expected none, interleave, split or local");
 }
 
 WeightMemory WeightMemory::allocate(size_t bytes, bool want_huge) {

@@ -6,19 +6,19 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/field_error.hpp"
+
 namespace epyctune::engine::sampling {
 
 void SamplerParams::validate() const {
   if (!std::isfinite(temperature))
-    throw std::invalid_argument("--temp: must be a finite number (0 = greedy)");
+    throw common::FieldError("temperature", "must be a finite number (0 = greedy)");
   if (top_k < 0)
-    throw std::invalid_argument("--top-k: must be >= 0 (0 = off), got " + std::to_string(top_k));
+    throw common::FieldError("top_k", "must be >= 0 (0 = off), got " + std::to_string(top_k));
   if (!(top_p > 0.0f && top_p <= 1.0f))
-    throw std::invalid_argument("--top-p: must be in (0, 1] (1 = off), got " +
-                                std::to_string(top_p));
+    throw common::FieldError("top_p", "must be in (0, 1] (1 = off), got " + std::to_string(top_p));
   if (!(min_p >= 0.0f && min_p < 1.0f))
-    throw std::invalid_argument("--min-p: must be in [0, 1) (0 = off), got " +
-                                std::to_string(min_p));
+    throw common::FieldError("min_p", "must be in [0, 1) (0 = off), got " + std::to_string(min_p));
 }
 
 int argmax(std::span<const float> logits) {

@@ -71,11 +71,10 @@ std::string Metrics::render(const QueueGauges& q, const ConnectionGauges& c) con
          "Accepted over drafted proposals since start (0 when none were drafted).",
          drafted_ ? double(accepted_) / double(drafted_) : 0.0);
   single("queue_depth", "gauge", "Requests waiting for the generation worker.", double(q.depth));
-  single("queue_capacity", "gauge", "Requests that may wait (--queue).", double(q.capacity));
+  single("queue_capacity", "gauge", "Requests that may wait in the queue.", double(q.capacity));
   single("in_flight", "gauge", "Completions being generated now (0 or 1).", double(q.in_flight));
   single("connections", "gauge", "HTTP connections open now.", double(c.open));
-  single("connections_max", "gauge", "HTTP connections allowed at once (--max-connections).",
-         double(c.capacity));
+  single("connections_max", "gauge", "HTTP connections allowed at once.", double(c.capacity));
   single("connections_refused_total", "counter",
          "Connections turned away (503) or idle ones closed to make room, at the cap.",
          double(c.refused));

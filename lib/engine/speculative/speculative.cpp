@@ -6,6 +6,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "common/field_error.hpp"
 #include "engine/speculative/draft_feed.hpp"
 #include "engine/speculative/drafter.hpp"
 #include "engine/speculative/rejection.hpp"
@@ -83,11 +84,11 @@ Generator::Generator(CausalLM& target, CausalLM* draft, sampling::SamplerParams 
                      SpecOptions opt)
     : target_(target), draft_(draft), sp_(sampler), opt_(std::move(opt)) {
   sp_.validate();
-  if (opt_.draft_len < 0) throw std::invalid_argument("--draft-max must be >= 0");
+  if (opt_.draft_len < 0) throw common::FieldError("draft_max", "must be >= 0");
   if (opt_.adaptive && opt_.draft_len < 1)
-    throw std::invalid_argument("adaptive drafting needs --draft-max >= 1");
+    throw common::FieldError("draft_max", "adaptive drafting needs a longest draft of 1 or more");
   if (opt_.draft_min < 0 || opt_.draft_min > opt_.draft_len)
-    throw std::invalid_argument("--draft-min must be between 0 and --draft-max");
+    throw common::FieldError("draft_min", "must be between 0 and the longest draft");
   if (draft_ && draft_->n_vocab() != target_.n_vocab())
     throw std::invalid_argument("draft model vocabulary (" + std::to_string(draft_->n_vocab()) +
                                 ") differs from the target's (" +

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "common/field_error.hpp"
+
 namespace epyctune::engine::speculative {
 
 namespace {
@@ -18,7 +20,7 @@ uint64_t mix(uint64_t h, int32_t t) {
 
 SuffixIndex::SuffixIndex(LookupOptions opt) : opt_(opt), lo_(std::max(1, opt.ngram_min)) {
   if (opt_.enabled() && opt_.ngram_max < lo_)
-    throw std::invalid_argument("--lookup-min must not exceed --lookup (the longest n-gram)");
+    throw common::FieldError("lookup_min", "must not exceed the longest n-gram (lookup)");
   if (opt_.enabled()) heads_.resize(static_cast<size_t>(width()));
 }
 

@@ -681,9 +681,12 @@ uint32_t categories(uint32_t cp) {
   size_t lo = 0, hi = sizeof(kRanges) / sizeof(kRanges[0]);
   while (lo < hi) {
     const size_t mid = (lo + hi) / 2;
-    if (cp < kRanges[mid].lo) hi = mid;
-    else if (cp > kRanges[mid].hi) lo = mid + 1;
-    else return kRanges[mid].flags;
+    if (cp < kRanges[mid].lo)
+      hi = mid;
+    else if (cp > kRanges[mid].hi)
+      lo = mid + 1;
+    else
+      return kRanges[mid].flags;
   }
   return 0;
 }
