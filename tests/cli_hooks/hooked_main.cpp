@@ -1,7 +1,8 @@
 // epyctune with the test hooks the end-to-end tests need, read from the
 // environment once at startup. Built with the tests and never installed: the
 // shipped binary runs the same CLI code without this file, so no environment
-// variable can crash it or fake the system's state.
+// variable can crash it or fake the system's state (test_shipped_binaries.cpp
+// checks).
 //
 //   EPYCTUNE_TEST_CRASH_AFTER_WRITES=k  _exit(86) right after the k-th host
 //                                       write, as a kill -9 would leave it
