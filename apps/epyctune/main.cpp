@@ -1,41 +1,7 @@
-// epyctune: the CLI. Each subcommand lives in its own cmd_*.cpp and is added here.
-#include <CLI/CLI.hpp>
-#include <cstdio>
-#include <exception>
-#include <string>
-
-#include "apps/epyctune/commands.hpp"
-#include "apps/epyctune/logging.hpp"
-#include "common/exit_codes.hpp"
-#include "common/version.hpp"
+// epyctune: the CLI. Each subcommand lives in its own cmd_*.cpp and registers
+// itself; the shipped binary installs no test hooks.
+#include "apps/epyctune/cli_main.hpp"
 
 int main(int argc, char** argv) {
-  epyctune::cli::setup_logging(0);
-  CLI::App app{"epyctune: tune an AMD EPYC host for CPU inference, and prove it in tok/s"};
-  app.require_subcommand(1);
-  app.set_version_flag("--version", "epyctune " + std::string(epyctune::kVersion));
-  // Subcommands inherit both: global options are accepted after the
-  // subcommand too (`epyctune plan --profile 9754 --sysroot DIR`), and every
-  // --help ends with the exit-code table.
-  app.fallthrough();
-  app.footer(std::string(epyctune::kExitCodesFooter) + "\n");
-  epyctune::cli::GlobalOptions global;
-  app.add_option("--sysroot", global.sysroot,
-                 "Treat DIR as the host's root (/sys, /proc, /dev/cpu, /etc under it)")
-      ->type_name("DIR");
-  app.add_option("--topology", global.topology_xml, "Read the topology from an lstopo XML export")
-      ->type_name("FILE.xml");
-  app.add_flag("-v,--verbose", global.verbose,
-               "Log to stderr: -v what is done, -vv every value read and written");
-  // Runs after every option is parsed and before the subcommand's callback.
-  app.parse_complete_callback([&global] { epyctune::cli::setup_logging(global.verbose); });
-  // Subcommands are registered by the files that implement them.
-  for (auto* reg : epyctune::cli::registry()) reg(app, global);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    // --help and --version are "errors" with code 0; everything else is usage.
-    return app.exit(e) == 0 ? epyctune::kExitOk : epyctune::kExitError;
-  }
-  return global.exit_code;
+  return epyctune::cli::run_main(argc, argv);
 }

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdlib>
+#include <mutex>
 
 #ifdef EPYCTUNE_HAVE_SYSTEMD
 #include <systemd/sd-bus.h>
@@ -29,19 +30,6 @@ bool is_shutting_down(const ManagerState& state) {
   }
   return false;
 }
-
-namespace {
-
-// The tests of `revert --unless-shutdown` cannot shut a system down: they name
-// the manager's SystemState instead. It can only make a revert keep the state.
-std::optional<ManagerState> forced_state() {
-  const char* v = std::getenv("EPYCTUNE_TEST_SYSTEM_STATE");
-  if (v == nullptr || *v == '\0') return std::nullopt;
-  spdlog::debug("shutdown check: SystemState from EPYCTUNE_TEST_SYSTEM_STATE");
-  return ManagerState{v, {}};
-}
-
-}  // namespace
 
 #ifdef EPYCTUNE_HAVE_SYSTEMD
 namespace {
@@ -94,7 +82,6 @@ std::optional<std::vector<QueuedJob>> list_jobs(sd_bus* bus) {
 }  // namespace
 
 std::optional<ManagerState> read_manager_state() {
-  if (auto forced = forced_state()) return forced;
   if (sd_booted() <= 0) {
     spdlog::debug("shutdown check: not booted with systemd");
     return std::nullopt;
@@ -124,11 +111,31 @@ std::optional<ManagerState> read_manager_state() {
 }
 #else
 std::optional<ManagerState> read_manager_state() {
-  if (auto forced = forced_state()) return forced;
   spdlog::debug("shutdown check: unsupported: built without libsystemd");
   return std::nullopt;
 }
 #endif
+
+namespace {
+
+std::mutex g_source_mu;
+ManagerStateSource g_source = read_manager_state;
+
+}  // namespace
+
+void set_manager_state_source(ManagerStateSource source) {
+  std::lock_guard<std::mutex> lock(g_source_mu);
+  g_source = source ? std::move(source) : ManagerStateSource(read_manager_state);
+}
+
+bool system_shutting_down() {
+  ManagerStateSource source;
+  {
+    std::lock_guard<std::mutex> lock(g_source_mu);
+    source = g_source;
+  }
+  return system_shutting_down(source);
+}
 
 bool system_shutting_down(const ManagerStateSource& source) {
   std::optional<ManagerState> state;

@@ -33,13 +33,21 @@ bool is_shutting_down(const ManagerState& state);
 // booted with systemd, no bus, an error), with the reason at debug level.
 using ManagerStateSource = std::function<std::optional<ManagerState>()>;
 
-// Asks PID 1 over the system bus with sd-bus. EPYCTUNE_TEST_SYSTEM_STATE, when
-// set, stands in for the manager's SystemState (tests only).
+// Asks PID 1 over the system bus with sd-bus.
 std::optional<ManagerState> read_manager_state();
+
+// The source system_shutting_down() asks when given none. The shipped tools
+// never set it, so they ask PID 1 (read_manager_state). The end-to-end tests
+// of `revert --unless-shutdown` cannot shut a system down: their build of the
+// CLI (tests/cli_hooks) installs a source that names the state instead. An
+// empty source puts read_manager_state back.
+void set_manager_state_source(ManagerStateSource source);
 
 // True when systemd says the system is going down; false when not under
 // systemd or when it cannot be asked (a revert then goes ahead, as it would
 // without the check).
-bool system_shutting_down(const ManagerStateSource& source = read_manager_state);
+bool system_shutting_down(const ManagerStateSource& source);
+// The same, asking the installed source (read_manager_state by default).
+bool system_shutting_down();
 
 }  // namespace epyctune::host

@@ -3,11 +3,9 @@
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
-#include <cstdlib>
 #include <mutex>
 
 namespace epyctune::stack {
@@ -24,18 +22,6 @@ constexpr long kCgroup2Magic = 0x63677270;
 std::mutex g_mu;
 WriteHooks g_hooks;
 std::atomic<uint64_t> g_count{0};
-std::atomic<uint64_t> g_crash_after{0};
-std::once_flag g_env_once;
-
-void load_env() {
-  std::call_once(g_env_once, [] {
-    if (const char* v = std::getenv("EPYCTUNE_TEST_CRASH_AFTER_WRITES")) {
-      char* end = nullptr;
-      unsigned long long k = std::strtoull(v, &end, 10);
-      if (end && *end == '\0' && g_crash_after.load() == 0) g_crash_after = k;
-    }
-  });
-}
 
 WriteHooks hooks() {
   std::lock_guard<std::mutex> lock(g_mu);
@@ -44,15 +30,12 @@ WriteHooks hooks() {
 
 template <typename F>
 void counted(const host::Sysroot& sys, std::string_view path, F&& op) {
-  load_env();
   auto resolved = sys.resolve(path).string();
   auto h = hooks();
   if (h.before) h.before(resolved);
   op();
-  uint64_t n = ++g_count;
+  ++g_count;
   if (h.after) h.after(resolved);
-  uint64_t k = g_crash_after.load();
-  if (k != 0 && n == k) ::_exit(kCrashExitCode);
 }
 
 }  // namespace
@@ -120,11 +103,6 @@ uint64_t write_count() {
 }
 void reset_write_count() {
   g_count = 0;
-}
-
-void set_crash_after_writes(uint64_t k) {
-  load_env();
-  g_crash_after = k == 0 ? 0 : g_count.load() + k;
 }
 
 }  // namespace epyctune::stack

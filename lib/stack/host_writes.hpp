@@ -1,8 +1,8 @@
 // Every write the stack makes to host state goes through these functions, so
-// that (1) writes are counted and a test can crash the process right after the
-// k-th one, (2) a test can inject a failure before a given write, and (3) the
-// difference between a kernel attribute and a plain file is decided in one
-// place.
+// that (1) writes are counted and a test's hook runs after each one (the crash
+// tests _exit() there after the k-th), (2) a test can inject a failure before
+// a given write, and (3) the difference between a kernel attribute and a plain
+// file is decided in one place.
 //
 // Why the difference matters: sysfs/procfs/resctrl files are interfaces — the
 // kernel parses what we write ("never") and prints something else
@@ -35,10 +35,12 @@ void host_make_dir(const host::Sysroot& sys, std::string_view path);
 void host_remove_dir(const host::Sysroot& sys, std::string_view path);
 void host_write_msr(const host::Sysroot& sys, int cpu, uint32_t address, uint64_t value);
 
-// Test hooks. Called with the resolved path before each counted write; may
-// throw host::HostError to simulate a kernel refusing a write (EIO on a managed
-// IRQ). Called after each completed write too (a test shrinks a hugepage count
-// there, as a kernel that could not reserve them all would).
+// Test hooks; the shipped tools install none. Called with the resolved path
+// before each counted write; may throw host::HostError to simulate a kernel
+// refusing a write (EIO on a managed IRQ). Called after each completed write
+// too, once it is counted (a test shrinks a hugepage count there, as a kernel
+// that could not reserve them all would; a crash test _exit()s there, as a
+// kill -9 would leave the process: tests/write_crash.hpp).
 struct WriteHooks {
   std::function<void(const std::string& path)> before;
   std::function<void(const std::string& path)> after;
@@ -49,12 +51,5 @@ void clear_write_hooks();
 // Number of counted writes since the process started (or the last reset).
 uint64_t write_count();
 void reset_write_count();
-
-// Crash injection for tests: when the environment variable
-// EPYCTUNE_TEST_CRASH_AFTER_WRITES=k is set, the process _exit()s with
-// kCrashExitCode right after its k-th counted write, like a kill -9 would
-// leave it. Also settable in-process: k more writes from now (0 = off).
-inline constexpr int kCrashExitCode = 86;
-void set_crash_after_writes(uint64_t k);
 
 }  // namespace epyctune::stack

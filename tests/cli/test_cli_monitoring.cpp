@@ -251,11 +251,13 @@ TEST_CASE("cli: verify --output into a missing or unwritable directory is a clea
   CHECK(read_file(prom) == "previous\n");
 }
 
+// A test cannot shut the system down: the test-only build of the CLI
+// (tests/cli_hooks) takes the manager's SystemState from the environment.
 TEST_CASE("cli: revert --unless-shutdown keeps the state only while the system goes down") {
   CliHost h("9354");
   REQUIRE(h.run({"apply", "--profile", "9354"}).code == kExitOk);
   auto base = std::vector<std::string>{"--sysroot", h.root(), "revert", "--unless-shutdown"};
-  auto kept = run_cli(EPYCTUNE_BIN, base, "EPYCTUNE_TEST_SYSTEM_STATE=stopping");
+  auto kept = run_cli(EPYCTUNE_HOOKED_BIN, base, "EPYCTUNE_TEST_SYSTEM_STATE=stopping");
   CHECK(kept.code == kExitOk);
   CHECK(has(kept.out, "shutting down: keeping the applied state"));
   CHECK(std::count(kept.out.begin(), kept.out.end(), '\n') == 1);
@@ -264,13 +266,20 @@ TEST_CASE("cli: revert --unless-shutdown keeps the state only while the system g
 
   auto json_args = base;
   json_args.push_back("--json");
-  auto kept_json = run_cli(EPYCTUNE_BIN, json_args, "EPYCTUNE_TEST_SYSTEM_STATE=stopping");
+  auto kept_json = run_cli(EPYCTUNE_HOOKED_BIN, json_args, "EPYCTUNE_TEST_SYSTEM_STATE=stopping");
   CHECK(kept_json.code == kExitOk);
   CHECK(nlohmann::json::parse(kept_json.out)["changed"] == false);
   CHECK(std::count(kept_json.out.begin(), kept_json.out.end(), '\n') == 1);
 
-  auto reverted = run_cli(EPYCTUNE_BIN, base, "EPYCTUNE_TEST_SYSTEM_STATE=running");
+  auto reverted = run_cli(EPYCTUNE_HOOKED_BIN, base, "EPYCTUNE_TEST_SYSTEM_STATE=running");
   CHECK(reverted.code == kExitOk);
   CHECK(has(reverted.out, "reverted"));
+  CHECK(has(h.run({"status"}).out, "nothing applied"));
+
+  // The shipped binary has no such hook: the variable changes nothing.
+  REQUIRE(h.run({"apply", "--profile", "9354"}).code == kExitOk);
+  auto shipped = run_cli(EPYCTUNE_BIN, base, "EPYCTUNE_TEST_SYSTEM_STATE=stopping");
+  CHECK(shipped.code == kExitOk);
+  CHECK(has(shipped.out, "reverted"));
   CHECK(has(h.run({"status"}).out, "nothing applied"));
 }

@@ -49,3 +49,17 @@ TEST_CASE("read_manager_state answers without throwing wherever it runs") {
   auto state = epyctune::host::read_manager_state();
   if (state) CHECK(!state->system_state.empty());
 }
+
+TEST_CASE("system_shutting_down(): asks the installed source, PID 1 without one") {
+  int asked = 0;
+  epyctune::host::set_manager_state_source([&asked] {
+    ++asked;
+    return std::optional<ManagerState>{{"stopping", {}}};
+  });
+  CHECK(system_shutting_down());
+  CHECK(asked == 1);
+  // An empty source puts read_manager_state back: ours is not asked again.
+  epyctune::host::set_manager_state_source({});
+  system_shutting_down();
+  CHECK(asked == 1);
+}

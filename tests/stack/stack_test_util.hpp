@@ -16,6 +16,7 @@
 #include "stack/apply.hpp"
 #include "stack/host_writes.hpp"
 #include "stack/revert.hpp"
+#include "write_crash.hpp"
 
 namespace epyctune::testing {
 
@@ -33,14 +34,14 @@ inline stack::RevertResult crash_after_write_then_revert(const host::Sysroot& sy
                                                          uint64_t k) {
   pid_t child = fork();
   if (child == 0) {
-    stack::set_crash_after_writes(k);
+    crash_after_writes(k);
     stack::apply_knobs(sys, knobs, {});
     _exit(0);
   }
   int status = 0;
   waitpid(child, &status, 0);
   REQUIRE(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == stack::kCrashExitCode);
+  CHECK(WEXITSTATUS(status) == kCrashExitCode);
   return stack::revert_journal(sys);
 }
 

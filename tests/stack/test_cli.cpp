@@ -1,6 +1,6 @@
 // The real `epyctune` binary on fixture trees: JSON and every verify format
-// parse, exit codes, check mode, idempotence, and a crash injected through the
-// test-only environment variable followed by `epyctune revert`.
+// parse, exit codes, check mode, idempotence, and a crash of the test-only
+// build of the CLI (tests/cli_hooks) followed by the real `epyctune revert`.
 #include <doctest/doctest.h>
 
 #include <fstream>
@@ -8,9 +8,9 @@
 
 #include "cli_run.hpp"
 #include "stack/apply.hpp"
-#include "stack/host_writes.hpp"
 #include "stack_harness.hpp"
 #include "tree_snapshot.hpp"
+#include "write_crash.hpp"
 
 using namespace epyctune;
 using nlohmann::json;
@@ -19,8 +19,13 @@ namespace {
 
 using Run = testing::CliRun;
 
-Run run(const std::vector<std::string>& args, const std::string& env = "") {
-  return testing::run_cli(EPYCTUNE_BIN, args, env);
+Run run(const std::vector<std::string>& args) {
+  return testing::run_cli(EPYCTUNE_BIN, args);
+}
+
+// The same CLI with the test hooks that `env` sets (tests/cli_hooks).
+Run run_hooked(const std::vector<std::string>& args, const std::string& env) {
+  return testing::run_cli(EPYCTUNE_HOOKED_BIN, args, env);
 }
 
 std::vector<std::string> with_root(const testing::StackHost& h, std::vector<std::string> args) {
@@ -135,7 +140,7 @@ TEST_CASE("cli: bad input is exit 1 and names the problem; nothing is written") 
   CHECK(testing::diff_trees(before, testing::snapshot_tree(h.dir.path(), &before)) == "");
 }
 
-TEST_CASE("cli: crash of the real binary after the k-th write, then `epyctune revert`") {
+TEST_CASE("cli: crash of the CLI after the k-th write, then `epyctune revert`") {
   testing::StackHost h("9754");
   auto before = testing::snapshot_tree(h.dir.path());
   // One write per applied knob: count them in a complete run first.
@@ -147,9 +152,9 @@ TEST_CASE("cli: crash of the real binary after the k-th write, then `epyctune re
   REQUIRE(run(with_root(h, {"revert"})).code == 0);
   for (int k : {1, 2, n / 2, n}) {
     CAPTURE(k);
-    auto crashed = run(with_root(h, {"apply", "--profile", "9754"}),
-                       "EPYCTUNE_TEST_CRASH_AFTER_WRITES=" + std::to_string(k));
-    CHECK(crashed.code == stack::kCrashExitCode);
+    auto crashed = run_hooked(with_root(h, {"apply", "--profile", "9754"}),
+                              "EPYCTUNE_TEST_CRASH_AFTER_WRITES=" + std::to_string(k));
+    CHECK(crashed.code == testing::kCrashExitCode);
     auto r = run(with_root(h, {"revert"}));
     CHECK_MESSAGE(r.code == 0, r.err);
     // The crashed process left its pid in the lock: revert took it over.

@@ -177,28 +177,14 @@ uint64_t align_up(uint64_t x, uint64_t a) {
   return (x + a - 1) / a * a;
 }
 
-}  // namespace
+// The fixed part before the metadata: magic, version and the two counts.
+struct Header {
+  uint32_t version = 0;
+  uint64_t n_tensors = 0;
+  uint64_t n_kv = 0;
+};
 
-std::string printable(std::string_view s) {
-  std::string out;
-  const size_t n = std::min<size_t>(s.size(), 80);
-  for (size_t i = 0; i < n; ++i) {
-    const auto ch = static_cast<unsigned char>(s[i]);
-    if (ch >= 0x20 && ch < 0x7f && ch != '\'')
-      out += static_cast<char>(ch);
-    else
-      out += fmt::format("\\x{:02x}", ch);
-  }
-  if (s.size() > n) out += "...";
-  return out;
-}
-
-void File::parse_into(File& f, std::span<const uint8_t> bytes) {
-  const std::string& name = f.path_;
-  Cursor c(bytes, name);
-  f.base_ = bytes.data();
-  f.size_ = bytes.size();
-
+Header read_header(Cursor& c, std::span<const uint8_t> bytes) {
   const uint32_t magic = c.read<uint32_t>("magic");
   if (std::memcmp(bytes.data(), "GGUF", 4) != 0)
     c.fail(0, "magic",
@@ -219,17 +205,22 @@ void File::parse_into(File& f, std::span<const uint8_t> bytes) {
     c.fail(4, "version",
            fmt::format("unsupported GGUF version {} (this reader knows 2 and 3)", version));
   }
-  f.version_ = version;
-
-  const uint64_t n_tensors = c.read<uint64_t>("tensor count");
-  const uint64_t n_kv = c.read<uint64_t>("metadata key/value count");
+  Header h;
+  h.version = version;
+  h.n_tensors = c.read<uint64_t>("tensor count");
+  h.n_kv = c.read<uint64_t>("metadata key/value count");
   // A key/value pair takes at least 8 (key length) + 1 (key) + 4 (type) + 1 bytes.
-  c.check_count(n_kv, 14, 16, "metadata key/value count");
+  c.check_count(h.n_kv, 14, 16, "metadata key/value count");
   // A tensor info takes at least 8 + 1 (name) + 4 (n_dims) + 8 (one dim) + 4 (type) + 8 (offset).
-  c.check_count(n_tensors, 33, 8, "tensor count");
+  c.check_count(h.n_tensors, 33, 8, "tensor count");
+  return h;
+}
 
+// Reads the n_kv key/value pairs into kv; returns the byte offset of the
+// general.alignment pair (0 when absent), for its error message.
+size_t read_metadata(Cursor& c, uint64_t n_kv, std::vector<std::pair<std::string, Value>>& kv) {
   std::unordered_set<std::string_view> keys;
-  f.kv_.reserve(static_cast<size_t>(n_kv));
+  kv.reserve(static_cast<size_t>(n_kv));
   size_t alignment_at = 0;
   for (uint64_t i = 0; i < n_kv; ++i) {
     const size_t at = c.pos();
@@ -245,83 +236,103 @@ void File::parse_into(File& f, std::span<const uint8_t> bytes) {
       c.fail(type_at, kwhat, fmt::format("value type {} is not a GGUF value type (0..12)", t));
     Value v = read_value(c, static_cast<ValueType>(t), kwhat, 0);
     if (key == "general.alignment") alignment_at = at;
-    f.kv_.emplace_back(std::move(key), std::move(v));
+    kv.emplace_back(std::move(key), std::move(v));
     // string_view into the vector's strings is unsafe across reallocation, so
     // the capacity was reserved above and never grows.
-    if (!keys.insert(f.kv_.back().first).second) c.fail(at, kwhat, "duplicate key");
+    if (!keys.insert(kv.back().first).second) c.fail(at, kwhat, "duplicate key");
   }
+  return alignment_at;
+}
 
-  if (const Value* a = f.find("general.alignment")) {
-    const auto* u = std::get_if<uint64_t>(&a->v);
-    if (!u || a->type == ValueType::BOOL)
-      c.fail(alignment_at, "metadata 'general.alignment'",
-             fmt::format("must be an unsigned integer (u32), found {}", value_type_name(a->type)));
-    if (*u == 0 || (*u & (*u - 1)) != 0 || *u > (1u << 30))
-      c.fail(alignment_at, "metadata 'general.alignment'",
-             fmt::format("{} is not a power of two between 1 and 2^30", *u));
-    f.alignment_ = static_cast<size_t>(*u);
+// general.alignment's value, once checked to be a usable alignment.
+size_t alignment_of(const Cursor& c, const Value& a, size_t alignment_at) {
+  const auto* u = std::get_if<uint64_t>(&a.v);
+  if (!u || a.type == ValueType::BOOL)
+    c.fail(alignment_at, "metadata 'general.alignment'",
+           fmt::format("must be an unsigned integer (u32), found {}", value_type_name(a.type)));
+  if (*u == 0 || (*u & (*u - 1)) != 0 || *u > (1u << 30))
+    c.fail(alignment_at, "metadata 'general.alignment'",
+           fmt::format("{} is not a power of two between 1 and 2^30", *u));
+  return static_cast<size_t>(*u);
+}
+
+// The i-th tensor info, checked on its own: name, shape, a supported type
+// whose blocks divide the rows, a size that fits 64 bits, an aligned offset.
+TensorInfo read_tensor_info(Cursor& c, uint64_t i, size_t alignment) {
+  const size_t at = c.pos();
+  TensorInfo ti;
+  ti.name = c.read_string(fmt::format("tensor #{} name", i));
+  const std::string what = fmt::format("tensor '{}' (#{})", printable(ti.name), i);
+  if (ti.name.empty()) c.fail(at, what, "empty tensor name");
+  if (ti.name.size() > kMaxTensorNameLen)
+    c.fail(at, what,
+           fmt::format("name is {} bytes long (at most {})", ti.name.size(), kMaxTensorNameLen));
+  const size_t dims_at = c.pos();
+  const uint32_t n_dims = c.read<uint32_t>(what + " n_dims");
+  if (n_dims < 1 || n_dims > 4)
+    c.fail(dims_at, what, fmt::format("n_dims is {}, must be 1..4", n_dims));
+  ti.n_dims = static_cast<int>(n_dims);
+  int64_t n_el = 1;
+  for (uint32_t d = 0; d < n_dims; ++d) {
+    const size_t dat = c.pos();
+    const uint64_t ne = c.read<uint64_t>(what + " dimension");
+    if (ne == 0 || ne > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+      c.fail(dat, what, fmt::format("dimension {} is {}, must be > 0", d, ne));
+    ti.ne[d] = static_cast<int64_t>(ne);
+    if (n_el > std::numeric_limits<int64_t>::max() / ti.ne[d])
+      c.fail(dat, what, "element count overflows 64 bits");
+    n_el *= ti.ne[d];
   }
+  const size_t type_at = c.pos();
+  const uint32_t raw_type = c.read<uint32_t>(what + " type");
+  const auto tr = type_traits(raw_type);
+  if (!tr || tr->type == GgmlType::Q8_K)
+    c.fail(type_at, what,
+           fmt::format("type {} ({}) is not supported (supported: f32, f16, bf16, q8_0, q4_0, "
+                       "q4_k, q6_k); requantize the model to one of those",
+                       ggml_type_name(raw_type), raw_type));
+  ti.type = tr->type;
+  if (ti.ne[0] % tr->block_elems != 0)
+    c.fail(dims_at, what,
+           fmt::format("row length ne[0]={} is not a multiple of the {} block size {}", ti.ne[0],
+                       tr->name, tr->block_elems));
+  const uint64_t blocks = static_cast<uint64_t>(n_el / tr->block_elems);
+  if (blocks > std::numeric_limits<uint64_t>::max() / tr->block_bytes)
+    c.fail(dims_at, what, "data size overflows 64 bits");
+  ti.nbytes = static_cast<size_t>(blocks * tr->block_bytes);
+  const size_t off_at = c.pos();
+  ti.offset = c.read<uint64_t>(what + " data offset");
+  if (ti.offset % alignment != 0)
+    c.fail(
+        off_at, what,
+        fmt::format("data offset {} is not a multiple of the alignment {}", ti.offset, alignment));
+  return ti;
+}
 
+// Reads the n_tensors tensor infos into tensors, names unique; returns where
+// each one starts, for the errors found later about its data.
+std::vector<size_t> read_tensor_infos(Cursor& c, uint64_t n_tensors, size_t alignment,
+                                      std::vector<TensorInfo>& tensors) {
   std::unordered_set<std::string_view> names;
   std::vector<size_t> info_at(static_cast<size_t>(n_tensors));
-  f.tensors_.reserve(static_cast<size_t>(n_tensors));
+  // Reserved for the same reason as the metadata: names views its strings.
+  tensors.reserve(static_cast<size_t>(n_tensors));
   for (uint64_t i = 0; i < n_tensors; ++i) {
     const size_t at = c.pos();
     info_at[i] = at;
-    TensorInfo ti;
-    ti.name = c.read_string(fmt::format("tensor #{} name", i));
-    const std::string what = fmt::format("tensor '{}' (#{})", printable(ti.name), i);
-    if (ti.name.empty()) c.fail(at, what, "empty tensor name");
-    if (ti.name.size() > kMaxTensorNameLen)
-      c.fail(at, what,
-             fmt::format("name is {} bytes long (at most {})", ti.name.size(), kMaxTensorNameLen));
-    const size_t dims_at = c.pos();
-    const uint32_t n_dims = c.read<uint32_t>(what + " n_dims");
-    if (n_dims < 1 || n_dims > 4)
-      c.fail(dims_at, what, fmt::format("n_dims is {}, must be 1..4", n_dims));
-    ti.n_dims = static_cast<int>(n_dims);
-    int64_t n_el = 1;
-    for (uint32_t d = 0; d < n_dims; ++d) {
-      const size_t dat = c.pos();
-      const uint64_t ne = c.read<uint64_t>(what + " dimension");
-      if (ne == 0 || ne > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-        c.fail(dat, what, fmt::format("dimension {} is {}, must be > 0", d, ne));
-      ti.ne[d] = static_cast<int64_t>(ne);
-      if (n_el > std::numeric_limits<int64_t>::max() / ti.ne[d])
-        c.fail(dat, what, "element count overflows 64 bits");
-      n_el *= ti.ne[d];
-    }
-    const size_t type_at = c.pos();
-    const uint32_t raw_type = c.read<uint32_t>(what + " type");
-    const auto tr = type_traits(raw_type);
-    if (!tr || tr->type == GgmlType::Q8_K)
-      c.fail(type_at, what,
-             fmt::format("type {} ({}) is not supported (supported: f32, f16, bf16, q8_0, q4_0, "
-                         "q4_k, q6_k); requantize the model to one of those",
-                         ggml_type_name(raw_type), raw_type));
-    ti.type = tr->type;
-    if (ti.ne[0] % tr->block_elems != 0)
-      c.fail(dims_at, what,
-             fmt::format("row length ne[0]={} is not a multiple of the {} block size {}", ti.ne[0],
-                         tr->name, tr->block_elems));
-    const uint64_t blocks = static_cast<uint64_t>(n_el / tr->block_elems);
-    if (blocks > std::numeric_limits<uint64_t>::max() / tr->block_bytes)
-      c.fail(dims_at, what, "data size overflows 64 bits");
-    ti.nbytes = static_cast<size_t>(blocks * tr->block_bytes);
-    const size_t off_at = c.pos();
-    ti.offset = c.read<uint64_t>(what + " data offset");
-    if (ti.offset % f.alignment_ != 0)
-      c.fail(off_at, what,
-             fmt::format("data offset {} is not a multiple of the alignment {}", ti.offset,
-                         f.alignment_));
-    f.tensors_.push_back(std::move(ti));
-    if (!names.insert(f.tensors_.back().name).second) c.fail(at, what, "duplicate tensor name");
+    tensors.push_back(read_tensor_info(c, i, alignment));
+    if (!names.insert(tensors.back().name).second)
+      c.fail(at, fmt::format("tensor '{}' (#{})", printable(tensors.back().name), i),
+             "duplicate tensor name");
   }
+  return info_at;
+}
 
-  const uint64_t data_start = align_up(c.pos(), f.alignment_);
-  f.data_offset_ = static_cast<size_t>(std::min<uint64_t>(data_start, bytes.size()));
-  for (size_t i = 0; i < f.tensors_.size(); ++i) {
-    auto& ti = f.tensors_[i];
+// Points each tensor at its data, which must lie inside the file.
+void place_tensor_data(const Cursor& c, std::span<const uint8_t> bytes, uint64_t data_start,
+                       const std::vector<size_t>& info_at, std::vector<TensorInfo>& tensors) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    auto& ti = tensors[i];
     const std::string what = fmt::format("tensor '{}' (#{})", printable(ti.name), i);
     if (ti.offset >= bytes.size() || data_start + ti.offset >= bytes.size())
       c.fail(info_at[i], what,
@@ -335,19 +346,57 @@ void File::parse_into(File& f, std::span<const uint8_t> bytes) {
                          ti.nbytes, bytes.size()));
     ti.data = bytes.data() + begin;
   }
-  std::vector<size_t> order(f.tensors_.size());
+}
+
+// No two tensors' data may share a byte: sorted by offset, each must end
+// before the next begins.
+void check_no_overlap(const Cursor& c, uint64_t data_start, const std::vector<size_t>& info_at,
+                      const std::vector<TensorInfo>& tensors) {
+  std::vector<size_t> order(tensors.size());
   std::iota(order.begin(), order.end(), size_t{0});
   std::sort(order.begin(), order.end(),
-            [&](size_t a, size_t b) { return f.tensors_[a].offset < f.tensors_[b].offset; });
+            [&](size_t a, size_t b) { return tensors[a].offset < tensors[b].offset; });
   for (size_t k = 1; k < order.size(); ++k) {
-    const auto& prev = f.tensors_[order[k - 1]];
-    const auto& cur = f.tensors_[order[k]];
+    const auto& prev = tensors[order[k - 1]];
+    const auto& cur = tensors[order[k]];
     if (prev.offset + prev.nbytes > cur.offset)
       c.fail(info_at[order[k]], fmt::format("tensor '{}' (#{})", printable(cur.name), order[k]),
              fmt::format("data [{}, {}) overlaps tensor '{}' at [{}, {})", data_start + cur.offset,
                          data_start + cur.offset + cur.nbytes, printable(prev.name),
                          data_start + prev.offset, data_start + prev.offset + prev.nbytes));
   }
+}
+
+}  // namespace
+
+std::string printable(std::string_view s) {
+  std::string out;
+  const size_t n = std::min<size_t>(s.size(), 80);
+  for (size_t i = 0; i < n; ++i) {
+    const auto ch = static_cast<unsigned char>(s[i]);
+    if (ch >= 0x20 && ch < 0x7f && ch != '\'')
+      out += static_cast<char>(ch);
+    else
+      out += fmt::format("\\x{:02x}", ch);
+  }
+  if (s.size() > n) out += "...";
+  return out;
+}
+
+void File::parse_into(File& f, std::span<const uint8_t> bytes) {
+  Cursor c(bytes, f.path_);
+  f.base_ = bytes.data();
+  f.size_ = bytes.size();
+  const Header h = read_header(c, bytes);
+  f.version_ = h.version;
+  const size_t alignment_at = read_metadata(c, h.n_kv, f.kv_);
+  if (const Value* a = f.find("general.alignment"))
+    f.alignment_ = alignment_of(c, *a, alignment_at);
+  const std::vector<size_t> info_at = read_tensor_infos(c, h.n_tensors, f.alignment_, f.tensors_);
+  const uint64_t data_start = align_up(c.pos(), f.alignment_);
+  f.data_offset_ = static_cast<size_t>(std::min<uint64_t>(data_start, bytes.size()));
+  place_tensor_data(c, bytes, data_start, info_at, f.tensors_);
+  check_no_overlap(c, data_start, info_at, f.tensors_);
 }
 
 std::unique_ptr<File> File::parse(std::span<const uint8_t> bytes, std::string name) {
