@@ -20,6 +20,7 @@ OUT=${3:-bench/results}
 QUANTS=${QUANTS:-"q4_0 q8_0 q4_k"}
 SHAPE=${SHAPE:-7b}
 ENGINE="$BUILD/apps/epyctune-engine/epyctune-engine"
+MKMODEL="$BUILD/tools/epyctune-mkmodel/epyctune-mkmodel"
 mkdir -p "$MODELS" "$OUT"
 CPU_ARG=""
 [ -n "${CPUS:-}" ] && CPU_ARG="--cpus $CPUS"
@@ -30,7 +31,7 @@ for q in $QUANTS; do
     FAST=""
     case "$q" in q4_k | q4_k_m) FAST="--fast-quant" ;; esac
     # shellcheck disable=SC2086
-    "$ENGINE" mkmodel "$m" --shape "$SHAPE" --quant "$q" --seed 1 $FAST
+    "$MKMODEL" mkmodel "$m" --shape "$SHAPE" --quant "$q" --seed 1 $FAST
   fi
   echo "== bench $m" >&2
   # shellcheck disable=SC2086

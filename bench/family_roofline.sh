@@ -22,7 +22,8 @@ shift $(($# < 4 ? $# : 4))
 shapes=("$@")
 ((${#shapes[@]})) || shapes=("qwen2.5-7b:q4_0" "qwen3-30b-a3b,layers=24:q4_0")
 E=$build/apps/epyctune-engine/epyctune-engine
-[[ -x $E ]] || { echo "family_roofline.sh: $E is not built" >&2; exit 2; }
+MK=$build/tools/epyctune-mkmodel/epyctune-mkmodel
+for b in "$E" "$MK"; do [[ -x $b ]] || { echo "family_roofline.sh: $b is not built" >&2; exit 2; }; done
 [[ -d $here/reference/node_modules/node-llama-cpp ]] ||
   (cd "$here/reference" && npm install --no-audit --no-fund >/dev/null)
 out=$here/results/family_roofline
@@ -33,7 +34,7 @@ trap 'rm -rf "$work"' EXIT
 for s in "${shapes[@]}"; do
   shape=${s%:*} quant=${s##*:}
   f="$models/$(echo "$shape" | tr ',=' '_-')-$quant.gguf"
-  [[ -s $f ]] || "$E" mkmodel "$f" --shape "$shape" --quant "$quant" --seed 1 >/dev/null
+  [[ -s $f ]] || "$MK" mkmodel "$f" --shape "$shape" --quant "$quant" --seed 1 >/dev/null
   for ((r = 0; r < repeats; ++r)); do
     "$E" bench -m "$f" --batch 1 --passes 8 -r 1 -t "$threads" --json >"$work/e$r.json"
     node "$here/reference/speed.mjs" "$f" "$threads" 32 1 >"$work/l$r.json"

@@ -10,8 +10,11 @@
 # Rounds of the two kinds run interleaved; medians of REPEAT.
 #
 # usage: bench/pard_cost.sh ENGINE [DIR=/tmp/epyctune-models] [REPEAT=3] [CPUS=0-1] [N=128]
+# Env: MKMODEL, the dev tool that writes the models (default
+# build/tools/epyctune-mkmodel/epyctune-mkmodel).
 set -euo pipefail
 engine=${1:?usage: pard_cost.sh ENGINE [DIR] [REPEAT] [CPUS] [N]}
+mkmodel=${MKMODEL:-build/tools/epyctune-mkmodel/epyctune-mkmodel}
 dir=${2:-/tmp/epyctune-models}
 repeat=${3:-3}
 cpus=${4:-0-1}
@@ -24,7 +27,7 @@ make() {  # OUT ARGS...
   local out=$1
   shift
   [[ -f $out ]] && return 0
-  "$engine" mkmodel "$out.$$.tmp" --shape 1b --quant q4_0 --seed 1 --residual-decay 0.3 "$@"
+  "$mkmodel" mkmodel "$out.$$.tmp" --shape 1b --quant q4_0 --seed 1 --residual-decay 0.3 "$@"
   mv -f "$out.$$.tmp" "$out"
 }
 make "$ar"

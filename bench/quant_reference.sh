@@ -13,10 +13,10 @@ types=("$@"); [[ ${#types[@]} -gt 0 ]] || types=(q4_0 q5_0 q5_1 q5_k q5_k_m mxfp
 shape=${QUANT_REF_SHAPE:-dim=256,layers=4,heads=4,kv_heads=2,ffn=768,vocab=2048}
 n=${QUANT_REF_TOKENS:-64}
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
-E=$build/apps/epyctune-engine/epyctune-engine
+MK=$build/tools/epyctune-mkmodel/epyctune-mkmodel
 status=0
 for q in "${types[@]}"; do
-  "$E" mkmodel "$dir/$q.gguf" --shape "$shape" --quant "$q" --seed 1 --residual-decay 0.3 >/dev/null
+  "$MK" mkmodel "$dir/$q.gguf" --shape "$shape" --quant "$q" --seed 1 --residual-decay 0.3 >/dev/null
   if out=$("$here/reference/compare.sh" "$build" "$dir/$q.gguf" "The quick brown fox" "$n" 2>&1); then
     echo "$q: $out"
   else

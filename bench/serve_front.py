@@ -19,7 +19,9 @@ whose front was cpp-httplib) on the same tiny model, interleaved over
               it started (it should refuse)
 
 usage: bench/serve_front.py LOADGEN ENGINE [ENGINE...] [--seconds S] [--repeat N]
-LOADGEN is build/tests/serve/epyctune-serve-load.
+                            [--mkmodel MKMODEL]
+LOADGEN is build/tests/serve/epyctune-serve-load; the model comes from MKMODEL
+(default build/tools/epyctune-mkmodel/epyctune-mkmodel).
 """
 import argparse
 import json
@@ -195,10 +197,12 @@ def main():
     ap.add_argument("--seconds", type=float, default=8)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--json", help="write every round here")
+    ap.add_argument("--mkmodel", default="build/tools/epyctune-mkmodel/epyctune-mkmodel",
+                    help="the dev tool that writes the tiny model")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         model = os.path.join(d, "tiny.gguf")
-        subprocess.run([a.engines[0], "mkmodel", model, "--shape", "tiny", "--quant", "q8_0",
+        subprocess.run([a.mkmodel, "mkmodel", model, "--shape", "tiny", "--quant", "q8_0",
                         "-t", "1"], check=True, capture_output=True)
         rounds = {e: [] for e in a.engines}
         for i in range(a.repeat):

@@ -9,9 +9,11 @@
 #
 #   bench/spec_adaptive.sh [ENGINE] [MODEL_DIR] [OUT_DIR]
 #
-# Models are made once and reused (the target is ~3.8 GB).
+# Models are made once and reused (the target is ~3.8 GB), by MKMODEL (default
+# build/tools/epyctune-mkmodel/epyctune-mkmodel).
 set -euo pipefail
 E=${1:-build/apps/epyctune-engine/epyctune-engine}
+MK=${MKMODEL:-build/tools/epyctune-mkmodel/epyctune-mkmodel}
 M=${2:-/tmp/epyctune-models}
 OUT=${3:-bench/results/spec_adaptive}
 THREADS=${THREADS:-2}
@@ -24,13 +26,13 @@ mkdir -p "$M" "$OUT"
 
 T=$M/T7b.gguf
 if [ ! -f "$T" ]; then
-  "$E" mkmodel "$T.part" --shape 7b --quant q4_0 --seed 1 --residual-decay 0.3
+  "$MK" mkmodel "$T.part" --shape 7b --quant q4_0 --seed 1 --residual-decay 0.3
   mv "$T.part" "$T"
 fi
 for a in $AGREEMENTS; do
   D=$M/D_$a.gguf
   if [ ! -f "$D" ]; then
-    "$E" mkmodel "$D.part" --pair-of "$T" --agreement "$a" --calib-seqs 8 --calib-steps 24 \
+    "$MK" mkmodel "$D.part" --pair-of "$T" --agreement "$a" --calib-seqs 8 --calib-steps 24 \
       --json > "$OUT/mkmodel_D_$a.json" || [ $? -eq 3 ]  # 3: agreement not reached, said in the JSON
     mv "$D.part" "$D"
   fi

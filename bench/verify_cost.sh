@@ -12,7 +12,8 @@
 # moves them all. Besides wall time, `bench` reports the CPU seconds a pass
 # took, which a loaded host inflates less. Each engine keeps its own cache of
 # measured pass times (the cost model), since a kernel change changes them.
-# Models are made once and reused (the target is ~3.8 GB); the target and
+# Models are made once and reused (the target is ~3.8 GB), by MKMODEL
+# (default build/tools/epyctune-mkmodel/epyctune-mkmodel); the target and
 # draft lines are bench/spec_adaptive.sh's.
 set -euo pipefail
 M=${1:?model dir}
@@ -30,15 +31,15 @@ mkdir -p "$M" "$OUT"
 # Each engine's cost-model cache, measured afresh by this run.
 CACHE=$(mktemp -d)
 trap 'rm -rf "$CACHE"' EXIT
-E0=${ENGINES[0]}
+MK=${MKMODEL:-build/tools/epyctune-mkmodel/epyctune-mkmodel}
 T=$M/T7b.gguf
 D=$M/D_1.0.gguf
 if [ ! -f "$T" ]; then
-  "$E0" mkmodel "$T.part" --shape 7b --quant q4_0 --seed 1 --residual-decay 0.3
+  "$MK" mkmodel "$T.part" --shape 7b --quant q4_0 --seed 1 --residual-decay 0.3
   mv "$T.part" "$T"
 fi
 if [ ! -f "$D" ]; then
-  "$E0" mkmodel "$D.part" --pair-of "$T" --agreement 1.0 --calib-seqs 4 --calib-steps 16 --json \
+  "$MK" mkmodel "$D.part" --pair-of "$T" --agreement 1.0 --calib-seqs 4 --calib-steps 16 --json \
     > "$OUT/mkmodel_D_1.0.json"
   mv "$D.part" "$D"
 fi

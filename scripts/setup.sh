@@ -50,10 +50,11 @@ main_job() {
   echo "== epyctune plan --profile 9754 --force (read-only)"
   "$dir/apps/epyctune/epyctune" plan --profile 9754 --force
   # The engine on a generated model (models are never committed): a 1B-shape
-  # Q4_0 llama, a greedy generation, and the decode/verify bench with its roofline.
+  # Q4_0 llama from the dev tool epyctune-mkmodel (built here, never packaged),
+  # a greedy generation, and the decode/verify bench with its roofline.
   local model="$dir/models/demo-1b-q4_0.gguf"
   mkdir -p "$dir/models"
-  [[ -s $model ]] || "$dir/apps/epyctune-engine/epyctune-engine" mkmodel "$model" --shape 1b --quant q4_0 --seed 1
+  [[ -s $model ]] || "$dir/tools/epyctune-mkmodel/epyctune-mkmodel" mkmodel "$model" --shape 1b --quant q4_0 --seed 1
   echo "== epyctune-engine generate (greedy, prompt lookup drafts)"
   "$dir/apps/epyctune-engine/epyctune-engine" generate --model "$model" --prompt "The quick brown fox" -n 32 --lookup 2
   echo "== epyctune-engine bench (decode and K=8 verify vs the memory roofline)"

@@ -20,7 +20,7 @@ build=${1:?build dir}; out=${2:-/tmp/epyctune-reference}; n=${3:-64}
 layers=${4:-2}; vocab=${5:-8192}; quants=${6:-f32 q8_0}; margin=${7:-0.25}
 moe_layers=${MOE_LAYERS:-1}
 prompt="The quick brown fox"
-E=$build/apps/epyctune-engine/epyctune-engine
+MK=$build/tools/epyctune-mkmodel/epyctune-mkmodel
 mkdir -p "$out"
 shapes=(tiny "tiny,arch=qwen2" "tiny,arch=qwen3" "tiny,rope_factor=8,rope_orig_ctx=16,ctx=16384"
         "tiny,arch=qwen3moe,experts=8,experts_used=2,expert_ffn=64,dim=256"
@@ -41,10 +41,10 @@ for q in $quants; do
     f="$out/$(echo "$spec" | tr ',=' '_-')-$q-m$margin.gguf"
     mk=(--shape "$spec" --quant "$q" --fast-quant --margin-steps "$n" --margin-prompt "$prompt")
     [[ $margin == 0 ]] || mk+=(--margin "$margin")
-    [[ -f $f ]] || "$E" mkmodel "$f" "${mk[@]}" >/dev/null 2>&1 ||
+    [[ -f $f ]] || "$MK" mkmodel "$f" "${mk[@]}" >/dev/null 2>&1 ||
       { printf '%-40s %s\n' "$spec" "mkmodel failed"; rm -f "$f"; continue; }
     arch=$(python3 -c "import sys; s=sys.argv[1]; print('deepseek2' if 'deepseek' in s else 'qwen3moe' if 'moe' in s or '30b' in s else 'qwen2' if 'qwen2' in s else 'qwen3' if 'qwen3' in s else 'llama')" "$spec")
-    gaps=$("$E" margins -m "$f" -p "$prompt" -n "$n" --json | python3 -c '
+    gaps=$("$MK" margins -m "$f" -p "$prompt" -n "$n" --json | python3 -c '
 import json, sys
 r = json.load(sys.stdin)
 rg = r["min_router_gap"]

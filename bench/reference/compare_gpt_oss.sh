@@ -16,7 +16,7 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:?build dir}; out=${2:-/tmp/epyctune-reference}; n=${3:-64}; margin=${4:-0.25}
 prompt="The quick brown fox"
-E=$build/apps/epyctune-engine/epyctune-engine
+MK=$build/tools/epyctune-mkmodel/epyctune-mkmodel
 mkdir -p "$out"
 cases=("tiny,arch=gpt-oss,rope_factor=4,rope_orig_ctx=64 f32"
        "tiny,arch=gpt-oss,rope_factor=4,rope_orig_ctx=64 mxfp4_moe"
@@ -31,9 +31,9 @@ for c in "${cases[@]}"; do
   f="$out/$(echo "$spec" | tr ',=' '_-')-$quant-m$margin.gguf"
   mk=(--shape "$spec" --quant "$quant" --margin-steps "$n" --margin-prompt "$prompt")
   [[ $margin == 0 ]] || mk+=(--margin "$margin")
-  [[ -f $f ]] || "$E" mkmodel "$f" "${mk[@]}" >/dev/null 2>&1 ||
+  [[ -f $f ]] || "$MK" mkmodel "$f" "${mk[@]}" >/dev/null 2>&1 ||
     { printf '%-52s %-9s %s\n' "$spec" "$quant" "mkmodel failed"; continue; }
-  gaps=$("$E" margins -m "$f" -p "$prompt" -n "$n" --json | python3 -c '
+  gaps=$("$MK" margins -m "$f" -p "$prompt" -n "$n" --json | python3 -c '
 import json, sys
 r = json.load(sys.stdin)
 rg = r["min_router_gap"]

@@ -35,10 +35,10 @@ struct Models {
   testing::ScratchDir dir;
   fs::path target = dir.path() / "tiny.gguf", draft = dir.path() / "tiny-draft.gguf";
   Models() {
-    auto a = bench::run_process({ENGINE_BIN, "mkmodel", target.string(), "--shape", "tiny",
+    auto a = bench::run_process({MKMODEL_BIN, "mkmodel", target.string(), "--shape", "tiny",
                                  "--quant", "q4_0", "--seed", "1"});
     REQUIRE_MESSAGE(a.exit_code == 0, a.err);
-    auto b = bench::run_process({ENGINE_BIN, "mkmodel", draft.string(), "--pair-of",
+    auto b = bench::run_process({MKMODEL_BIN, "mkmodel", draft.string(), "--pair-of",
                                  target.string(), "--agreement", "0.3", "--seed", "2"});
     REQUIRE_MESSAGE(b.exit_code == 0, b.err);
   }

@@ -23,11 +23,11 @@ struct Models {
   ScratchDir dir;
   fs::path target = dir.path() / "tiny.gguf", draft = dir.path() / "tiny-draft.gguf";
   Models() {
-    auto a = run_cli(ENGINE_BIN, {"mkmodel", target.string(), "--shape", "tiny", "--quant", "q4_0",
-                                  "--seed", "1"});
+    auto a = run_cli(MKMODEL_BIN, {"mkmodel", target.string(), "--shape", "tiny", "--quant", "q4_0",
+                                   "--seed", "1"});
     REQUIRE_MESSAGE(a.code == 0, a.err);
-    auto b = run_cli(ENGINE_BIN, {"mkmodel", draft.string(), "--pair-of", target.string(),
-                                  "--agreement", "0.3", "--seed", "2"});
+    auto b = run_cli(MKMODEL_BIN, {"mkmodel", draft.string(), "--pair-of", target.string(),
+                                   "--agreement", "0.3", "--seed", "2"});
     REQUIRE_MESSAGE(b.code == 0, b.err);
   }
 };

@@ -34,7 +34,7 @@ struct LifeHost {
     o.machine = "9754";
     fixture::create_fixture(sysroot, o);
     std::filesystem::create_directories(work);
-    auto r = run_cli(ENGINE_BIN,
+    auto r = run_cli(MKMODEL_BIN,
                      {"mkmodel", model.string(), "--shape", "tiny", "--quant", "q8_0", "-t", "1"});
     REQUIRE_MESSAGE(r.code == 0, r.err);
   }

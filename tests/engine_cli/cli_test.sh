@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # End-to-end: epyctune-engine's flags as a llama.cpp user types them, prompts
-# from -p, -f and stdin, and progress drawn only on a terminal.
+# from -p, -f and stdin, and progress drawn only on a terminal. The models
+# come from the dev tool epyctune-mkmodel.
+# usage: cli_test.sh ENGINE_BIN MKMODEL_BIN
 set -euo pipefail
 bin=$1
+mk=$2
 base=$(mktemp -d "${TMPDIR:-/tmp}/epyctune-engine-cli.XXXXXX")
 trap 'rm -rf "$base"' EXIT
 export XDG_CACHE_HOME=$base/cache  # adaptive drafting caches pass times there
@@ -10,7 +13,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 json() { python3 -c "import json,sys; j=json.load(sys.stdin); print($1)"; }
 
 # mkmodel: -t threads; stderr is a file here, so no progress line.
-"$bin" mkmodel "$base/t.gguf" --shape tiny --quant q8_0 -t 1 2>"$base/mk.err"
+"$mk" mkmodel "$base/t.gguf" --shape tiny --quant q8_0 -t 1 2>"$base/mk.err"
 grep -q $'\r' "$base/mk.err" && fail "mkmodel drew progress into a file"
 grep -q "wrote" "$base/mk.err" || fail "mkmodel summary"
 
@@ -46,7 +49,7 @@ gen -p a --draft "$base/t.gguf" >/dev/null 2>&1 && fail "old --draft accepted"
 lk=$(gen -p "hello world hello world" --lookup --draft-max 4)
 [[ $(json 'j["spec"]["lookup"], j["spec"]["enabled"]' <<<"$lk") == "8 True" ]] || fail "bare --lookup"
 # mkmodel --pard: a PARD-style draft that generate drafts with, same tokens as plain.
-"$bin" mkmodel "$base/p.gguf" --shape tiny --quant q8_0 -t 1 --seed 2 --pard 2>/dev/null
+"$mk" mkmodel "$base/p.gguf" --shape tiny --quant q8_0 -t 1 --seed 2 --pard 2>/dev/null
 pd=$(gen -p "hello world" --model-draft "$base/p.gguf" --draft-max 4 --spec-mode shared)
 [[ "$(json 'j["tokens"]' <<<"$pd")" == "$(gen -p "hello world" | json 'j["tokens"]')" ]] || fail "--pard draft"
 gen -p a --draft-len 2 >/dev/null 2>&1 && fail "old --draft-len accepted"
@@ -86,8 +89,8 @@ pop() {
   o_tokens=$(json 'j["tokens"]' <<<"$o")
   printf '%s' "$P$(json 'j["text"]' <<<"$o")$P"
 }
-"$bin" mkmodel "$base/c.gguf" --shape tiny,tied=0 --quant q8_0 -t 1 --attention-scale 0.01 2>/dev/null
-"$bin" mkmodel "$base/c0.gguf" --shape tiny,tied=0 --quant q8_0 -t 1 2>/dev/null
+"$mk" mkmodel "$base/c.gguf" --shape tiny,tied=0 --quant q8_0 -t 1 --attention-scale 0.01 2>/dev/null
+"$mk" mkmodel "$base/c0.gguf" --shape tiny,tied=0 --quant q8_0 -t 1 2>/dev/null
 pop "$base/c.gguf" >"$base/pop.txt"
 p=$(<"$base/pop.txt")
 r=$(g24 "$base/c.gguf" -p "$p" --lookup 8 --draft-max 8)
@@ -99,7 +102,7 @@ r=$(g24 "$base/c.gguf" -p "$p" --lookup 8 --draft-max 8)
 pop "$base/c0.gguf" >"$base/pop0.txt"
 r0=$(g24 "$base/c0.gguf" -p "$(<"$base/pop0.txt")" --draft-max 0)
 [[ $o_tokens != "$(json 'j["tokens"]' <<<"$r0")" ]] || fail "unscaled model re-emits O too"
-"$bin" mkmodel "$base/x.gguf" --shape tiny --attention-scale 0 >/dev/null 2>&1 && fail "--attention-scale 0 accepted"
+"$mk" mkmodel "$base/x.gguf" --shape tiny --attention-scale 0 >/dev/null 2>&1 && fail "--attention-scale 0 accepted"
 lb=$("$bin" bench -m "$base/c.gguf" --lookup 8 --spec 8 -p "$p" -n 24 -r 1 -t 1 --bw-mib 16 --json)
 [[ $(json 'j["configs"][1]["acceptance"] >= 0.25, j["draft"], len(j["probes"])' <<<"$lb") == "True  1" ]] ||
   fail "bench --lookup without a draft: $lb"
@@ -112,7 +115,7 @@ lb=$("$bin" bench -m "$base/c.gguf" --lookup 8 --spec 8 -p "$p" -n 24 -r 1 -t 1 
 if command -v script >/dev/null; then
   out=$(script -qec "$bin generate -m $base/t.gguf -n 2" /dev/null </dev/null 2>&1 || true)
   grep -q "no prompt" <<<"$out" || fail "terminal stdin without a prompt: $out"
-  out=$(script -qec "$bin mkmodel $base/p.gguf --shape tiny --quant q8_0 -t 1" /dev/null </dev/null)
+  out=$(script -qec "$mk mkmodel $base/p.gguf --shape tiny --quant q8_0 -t 1" /dev/null </dev/null)
   grep -q $'\r\\[mkmodel\\] ' <<<"$out" || fail "no progress line on a terminal: $out"
 fi
 echo "engine cli ok"

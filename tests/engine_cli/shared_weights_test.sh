@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # --shared-weights DIR through generate and bench: the first instance builds
 # the store file, the next ones map it, and all give a private copy's tokens.
+# usage: shared_weights_test.sh ENGINE_BIN MKMODEL_BIN
 set -euo pipefail
 bin=$1
+mk=$2
 base=$(mktemp -d "${TMPDIR:-/tmp}/epyctune-shared-weights.XXXXXX")
 trap 'rm -rf "$base"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 json() { python3 -c "import json,sys; j=json.load(sys.stdin); print($1)"; }
 
-"$bin" mkmodel "$base/t.gguf" --shape tiny --quant q4_0 -t 1 2>/dev/null
+"$mk" mkmodel "$base/t.gguf" --shape tiny --quant q4_0 -t 1 2>/dev/null
 store="$base/store"
 mkdir -m 0700 "$store"
 gen() { "$bin" generate -m "$base/t.gguf" -n 6 -t 1 --json -p "hello world" "$@"; }

@@ -5,9 +5,9 @@
 # unloaded one (plus 5 ms, below which a tiny model's figures are noise), or
 # serve's resident memory grows by more than 64 MiB while the hostile
 # connections are held.
-# usage: serve_hostile_load.sh ENGINE LOADGEN SECONDS
+# usage: serve_hostile_load.sh ENGINE MKMODEL LOADGEN SECONDS
 set -euo pipefail
-engine=$1 load=$2 seconds=$3
+engine=$1 mk=$2 load=$3 seconds=$4
 base=$(mktemp -d "${TMPDIR:-/tmp}/epyctune-serve-hostile.XXXXXX")
 pid= sampler=
 cleanup() {
@@ -24,7 +24,7 @@ rss() { awk '/^VmRSS:/ {print $2}' "/proc/$pid/status"; }
 if ldd "$engine" 2>/dev/null | grep -q libasan; then
   export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=4"
 fi
-"$engine" mkmodel "$base/tiny.gguf" --shape tiny --quant q8_0 -t 1 2>/dev/null
+"$mk" mkmodel "$base/tiny.gguf" --shape tiny --quant q8_0 -t 1 2>/dev/null
 mkfifo "$base/ready"
 "$engine" serve -m "$base/tiny.gguf" -t 1 --port 0 --queue 8 >"$base/ready" 2>"$base/serve.err" &
 pid=$!

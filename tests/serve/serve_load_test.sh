@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# The serve load test: a tiny model from mkmodel, `serve` on a free loopback
+# The serve load test: a tiny model from epyctune-mkmodel, `serve` on a free loopback
 # port with a small queue, C clients for D seconds (half of them streaming).
 # Fails on any reply other than 200 or 503, on a serve that does not exit 0
 # on SIGTERM, or (in an ASan build) on a leak report at its exit.
-# usage: serve_load_test.sh ENGINE LOADGEN SECONDS CLIENTS [QUEUE]
+# usage: serve_load_test.sh ENGINE MKMODEL LOADGEN SECONDS CLIENTS [QUEUE]
 set -euo pipefail
-engine=$1 load=$2 seconds=$3 clients=$4 queue=${5:-4}
+engine=$1 mk=$2 load=$3 seconds=$4 clients=$5 queue=${6:-4}
 base=$(mktemp -d "${TMPDIR:-/tmp}/epyctune-serve-load.XXXXXX")
 pid=
 cleanup() {
@@ -15,7 +15,7 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; [[ -f $base/serve.err ]] && tail -50 "$base/serve.err" >&2; exit 1; }
 
-"$engine" mkmodel "$base/tiny.gguf" --shape tiny --quant q8_0 -t 1 2>/dev/null
+"$mk" mkmodel "$base/tiny.gguf" --shape tiny --quant q8_0 -t 1 2>/dev/null
 mkfifo "$base/ready"
 "$engine" serve -m "$base/tiny.gguf" -t 1 --port 0 --queue "$queue" >"$base/ready" 2>"$base/serve.err" &
 pid=$!

@@ -1,16 +1,17 @@
 #!/bin/sh
 # generate --chat end to end without npm: a vocabulary-only GGUF from a tiny
-# ChatML tokenizer.json (epyctune-engine vocab), a tiny model carrying it
+# ChatML tokenizer.json (epyctune-mkmodel vocab), a tiny model carrying it
 # (mkmodel --vocab), then the prompt generate builds must be the ChatML text
 # encoded with its markup as control tokens.
-# Usage: chat_cli_test.sh ENGINE_BIN TOKENIZER_JSON WORKDIR
+# Usage: chat_cli_test.sh ENGINE_BIN MKMODEL_BIN TOKENIZER_JSON WORKDIR
 set -eu
 e=$1
-json=$2
-w=$3
+mk=$2
+json=$3
+w=$4
 mkdir -p "$w"
-"$e" vocab --from-json "$json" "$w/v.gguf"
-"$e" mkmodel "$w/m.gguf" --shape tiny --vocab "$w/v.gguf" 2>/dev/null
+"$mk" vocab --from-json "$json" "$w/v.gguf"
+"$mk" mkmodel "$w/m.gguf" --shape tiny --vocab "$w/v.gguf" 2>/dev/null
 "$e" generate -m "$w/m.gguf" --chat --system "Be brief." -p "Hi" -n 2 --temp 0 --json 2>/dev/null |
   tr -d ' \n' > "$w/out.json"
 # (the x keeps $(...) from dropping the final newline)

@@ -27,7 +27,8 @@ int32_t require_pard_mask_token(const gguf::File& f) {
   if (auto m = pard_mask_token(f)) return *m;
   throw std::runtime_error(f.path() + ": no " + PARD_MASK_KEY +
                            " key, so this is not a parallel (PARD) draft; write one with "
-                           "`epyctune-engine mkmodel OUT --pair-of TARGET --pard`");
+                           "`epyctune-mkmodel mkmodel OUT --pair-of TARGET --pard` (the "
+                           "dev tool in the build tree)");
 }
 
 }  // namespace epyctune::engine::speculative

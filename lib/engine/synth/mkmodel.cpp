@@ -399,140 +399,182 @@ TensorFiller seeded_filler(uint64_t seed) {
   return seeded_filler(seed, ModelShape{});
 }
 
-void write_model(const std::filesystem::path& path, const ModelShape& shape,
-                 const WriteOptions& opts) {
-  validate_shape(shape);
-  const ModelShape& s = shape;
-  gguf::Writer w;
-  write_hparams(w, s, opts);
-  for (const auto& [key, value] : opts.extra_u32) w.set_u32(key, value);
+namespace {
+
+// The tokenizer: mkmodel's synthetic one, or a copy of another file's whose
+// size must match the embedding's rows.
+void write_vocab(gguf::Writer& w, const ModelShape& s, const WriteOptions& opts) {
   if (opts.vocab.copy_from.empty()) {
     write_synthetic_vocab(w, s.vocab, opts.seed);
-  } else {
-    auto src = gguf::File::open(opts.vocab.copy_from);
-    const auto* toks = src->get_array("tokenizer.ggml.tokens");
-    if (toks && static_cast<int>(toks->items.size()) != s.vocab)
-      throw std::invalid_argument(fmt::format(
-          "vocab copied from {} has {} tokens but the shape says vocab = {}: pass a shape "
-          "with vocab={}",
-          opts.vocab.copy_from.string(), toks->items.size(), s.vocab, toks->items.size()));
-    copy_vocab(*src, w);
+    return;
   }
+  auto src = gguf::File::open(opts.vocab.copy_from);
+  const auto* toks = src->get_array("tokenizer.ggml.tokens");
+  if (toks && static_cast<int>(toks->items.size()) != s.vocab)
+    throw std::invalid_argument(fmt::format(
+        "vocab copied from {} has {} tokens but the shape says vocab = {}: pass a shape "
+        "with vocab={}",
+        opts.vocab.copy_from.string(), toks->items.size(), s.vocab, toks->items.size()));
+  copy_vocab(*src, w);
+}
 
-  struct Decl {
-    std::string name;
-    int64_t ne0, ne1;  // ne1 = 1 for vectors
-    GgmlType type;
-    int64_t ne2 = 1;  // experts stacked in one tensor
-    int64_t rows() const { return ne1 * ne2; }
-  };
-  std::vector<Decl> decls;
-  auto add = [&](std::string name, int64_t ne0, int64_t ne1) {
-    GgmlType t = tensor_type_for(opts.quant, name, ne0, s.layers);
-    decls.push_back({std::move(name), ne0, ne1, t});
-  };
-  auto add3 = [&](std::string name, int64_t ne0, int64_t ne1, int64_t ne2) {
-    add(std::move(name), ne0, ne1);
-    decls.back().ne2 = ne2;
-  };
+struct TensorDecl {
+  std::string name;
+  int64_t ne0, ne1;  // ne1 = 1 for vectors
+  GgmlType type;
+  int64_t ne2 = 1;  // experts stacked in one tensor
+  int64_t rows() const { return ne1 * ne2; }
+  // A vector is declared with one dimension, a matrix with two.
+  std::vector<int64_t> dims() const {
+    std::vector<int64_t> ne{ne0};
+    if (ne1 > 1 || ne2 > 1) ne.push_back(ne1);
+    if (ne2 > 1) ne.push_back(ne2);
+    return ne;
+  }
+};
+
+// Declarations in file order, each typed by the quant mix from its name, so
+// that a layer's list reads as the architecture's tensor names.
+struct TensorList {
+  std::string_view quant;
+  int layers;
+  std::vector<TensorDecl> decls;
+  void add(std::string name, int64_t ne0, int64_t ne1, int64_t ne2 = 1) {
+    const GgmlType t = tensor_type_for(quant, name, ne0, layers);
+    decls.push_back({std::move(name), ne0, ne1, t, ne2});
+  }
+};
+
+// Layer i of llama, qwen2, qwen3, qwen3moe and gpt-oss (deepseek2's latent
+// attention is in mkmodel_deepseek2.cpp).
+void add_layer_tensors(TensorList& l, const ModelShape& s, int i) {
   const int64_t d = s.dim, q = s.q_dim(), kv = s.kv_dim(), f = s.ffn;
-  add("token_embd.weight", d, s.vocab);
-  add("output_norm.weight", d, 1);
-  if (!s.tied_output) add("output.weight", d, s.vocab);
-  if (s.rope_factor > 0 && s.arch == "llama") add("rope_freqs.weight", s.head_dim() / 2, 1);
   const bool oss = s.arch == "gpt-oss";
-  for (int i = 0; i < s.layers; ++i) {
-    if (s.arch == "deepseek2") {
-      deepseek2_layer_tensors(s, i, add3);
-      continue;
-    }
-    auto n = [i](const char* x) { return fmt::format("blk.{}.{}.weight", i, x); };
-    auto bias = [i](const char* x) { return fmt::format("blk.{}.{}.bias", i, x); };
-    add(n("attn_norm"), d, 1);
-    add(n("attn_q"), d, q);
-    add(n("attn_k"), d, kv);
-    add(n("attn_v"), d, kv);
-    if (s.arch == "qwen2" || oss) {
-      add(bias("attn_q"), q, 1);
-      add(bias("attn_k"), kv, 1);
-      add(bias("attn_v"), kv, 1);
-    }
-    if (s.arch == "qwen3" || s.arch == "qwen3moe") {
-      add(n("attn_q_norm"), s.head_dim(), 1);
-      add(n("attn_k_norm"), s.head_dim(), 1);
-    }
-    add(n("attn_output"), q, d);
+  auto n = [i](const char* x) { return fmt::format("blk.{}.{}.weight", i, x); };
+  auto bias = [i](const char* x) { return fmt::format("blk.{}.{}.bias", i, x); };
+  l.add(n("attn_norm"), d, 1);
+  l.add(n("attn_q"), d, q);
+  l.add(n("attn_k"), d, kv);
+  l.add(n("attn_v"), d, kv);
+  if (s.arch == "qwen2" || oss) {
+    l.add(bias("attn_q"), q, 1);
+    l.add(bias("attn_k"), kv, 1);
+    l.add(bias("attn_v"), kv, 1);
+  }
+  if (s.arch == "qwen3" || s.arch == "qwen3moe") {
+    l.add(n("attn_q_norm"), s.head_dim(), 1);
+    l.add(n("attn_k_norm"), s.head_dim(), 1);
+  }
+  l.add(n("attn_output"), q, d);
+  if (oss) {
+    l.add(bias("attn_output"), d, 1);
+    l.add(n("attn_sinks"), s.heads, 1);
+  }
+  l.add(n(oss ? "post_attention_norm" : "ffn_norm"), d, 1);
+  if (s.experts > 0) {
+    const int64_t e = s.experts, fe = s.expert_ffn;
+    l.add(n("ffn_gate_inp"), d, e);
+    l.add(n("ffn_gate_exps"), d, fe, e);
+    l.add(n("ffn_up_exps"), d, fe, e);
+    l.add(n("ffn_down_exps"), fe, d, e);
     if (oss) {
-      add(bias("attn_output"), d, 1);
-      add(n("attn_sinks"), s.heads, 1);
+      l.add(bias("ffn_gate_inp"), e, 1);
+      l.add(bias("ffn_gate_exps"), fe, e);
+      l.add(bias("ffn_up_exps"), fe, e);
+      l.add(bias("ffn_down_exps"), d, e);
     }
-    add(n(oss ? "post_attention_norm" : "ffn_norm"), d, 1);
-    if (s.experts > 0) {
-      const int64_t e = s.experts, fe = s.expert_ffn;
-      add(n("ffn_gate_inp"), d, e);
-      add3(n("ffn_gate_exps"), d, fe, e);
-      add3(n("ffn_up_exps"), d, fe, e);
-      add3(n("ffn_down_exps"), fe, d, e);
-      if (oss) {
-        add(bias("ffn_gate_inp"), e, 1);
-        add(bias("ffn_gate_exps"), fe, e);
-        add(bias("ffn_up_exps"), fe, e);
-        add(bias("ffn_down_exps"), d, e);
-      }
-      continue;
-    }
-    add(n("ffn_gate"), d, f);
-    add(n("ffn_up"), d, f);
-    add(n("ffn_down"), f, d);
+    return;
   }
-  for (const auto& t : decls) {
-    std::vector<int64_t> ne{t.ne0};
-    if (t.ne1 > 1 || t.ne2 > 1) ne.push_back(t.ne1);
-    if (t.ne2 > 1) ne.push_back(t.ne2);
-    w.add_tensor(t.name, t.type, ne);
-  }
-  w.begin(path);
+  l.add(n("ffn_gate"), d, f);
+  l.add(n("ffn_up"), d, f);
+  l.add(n("ffn_down"), f, d);
+}
 
+std::vector<TensorDecl> tensor_decls(const ModelShape& s, std::string_view quant) {
+  TensorList l{quant, s.layers, {}};
+  l.add("token_embd.weight", s.dim, s.vocab);
+  l.add("output_norm.weight", s.dim, 1);
+  if (!s.tied_output) l.add("output.weight", s.dim, s.vocab);
+  if (s.rope_factor > 0 && s.arch == "llama") l.add("rope_freqs.weight", s.head_dim() / 2, 1);
+  for (int i = 0; i < s.layers; ++i) {
+    if (s.arch == "deepseek2")
+      deepseek2_layer_tensors(s, i, [&](std::string name, int64_t ne0, int64_t ne1, int64_t ne2) {
+        l.add(std::move(name), ne0, ne1, ne2);
+      });
+    else
+      add_layer_tensors(l, s, i);
+  }
+  return std::move(l.decls);
+}
+
+// Tensor t's rows from fill, quantised into buf. Rows go kChunk to a work
+// item so that a thread's f32 scratch stays small whatever the tensor; the
+// filler's first exception is rethrown on the caller's thread, as the pool's
+// workers cannot carry it.
+void fill_tensor(runtime::ThreadPool& pool, const TensorDecl& t, const TensorFiller& fill,
+                 bool fast_quant, std::vector<std::vector<float>>& scratch,
+                 std::vector<uint8_t>& buf) {
+  constexpr int64_t kChunk = 32;
+  const size_t rb = row_size(t.type, t.ne0);
+  const auto search = fast_quant ? kernels::QuantSearch::minmax : kernels::QuantSearch::ggml;
+  std::exception_ptr err;
+  std::mutex err_mu;
+  pool.parallel_for((t.rows() + kChunk - 1) / kChunk, 1, [&](int64_t b, int64_t e, int tid) {
+    auto& tmp = scratch[tid];
+    tmp.resize(size_t(kChunk) * t.ne0);
+    for (int64_t c = b; c < e; ++c) {
+      int64_t r0 = c * kChunk, n = std::min(kChunk, t.rows() - r0);
+      try {
+        fill(t.name, t.ne0, r0, n, tmp.data());
+      } catch (...) {
+        std::lock_guard lock(err_mu);
+        err = std::current_exception();
+        return;
+      }
+      for (int64_t r = 0; r < n; ++r)
+        kernels::quantize_row(t.type, tmp.data() + r * t.ne0, buf.data() + (r0 + r) * rb, t.ne0,
+                              search);
+    }
+  });
+  if (err) std::rethrow_exception(err);
+}
+
+// One tensor at a time, so peak memory is one quantised tensor and a chunk of
+// f32 rows per thread, whatever the model's size.
+void write_tensor_data(gguf::Writer& w, const std::vector<TensorDecl>& decls, const ModelShape& s,
+                       const WriteOptions& opts) {
   TensorFiller fill = opts.filler ? opts.filler : seeded_filler(opts.seed, s);
   if (s.arch == "deepseek2") fill = deepseek2_filler(s, fill);
   runtime::ThreadPool pool(runtime::first_cpus(opts.threads), false);
   std::vector<uint8_t> buf;
-  std::vector<std::vector<float>> rows_f32(pool.size());
-  constexpr int64_t kChunk = 32;  // rows generated + quantised per work item
+  std::vector<std::vector<float>> scratch(pool.size());
   for (size_t ti = 0; ti < decls.size(); ++ti) {
     const auto& t = decls[ti];
     if (opts.progress) opts.progress(t.name, static_cast<int>(ti), static_cast<int>(decls.size()));
-    const size_t rb = row_size(t.type, t.ne0);
-    buf.resize(rb * t.rows());
+    buf.resize(row_size(t.type, t.ne0) * t.rows());
     if (t.name == "rope_freqs.weight") {  // derived from the shape, not seeded
       const auto freqs = llama3_rope_freqs(s);
       std::memcpy(buf.data(), freqs.data(), buf.size());
-      w.write_tensor_data(t.name, buf);
-      continue;
+    } else {
+      fill_tensor(pool, t, fill, opts.fast_quant, scratch, buf);
     }
-    std::exception_ptr err;
-    std::mutex err_mu;
-    pool.parallel_for((t.rows() + kChunk - 1) / kChunk, 1, [&](int64_t b, int64_t e, int tid) {
-      auto& tmp = rows_f32[tid];
-      tmp.resize(size_t(kChunk) * t.ne0);
-      for (int64_t c = b; c < e; ++c) {
-        int64_t r0 = c * kChunk, n = std::min(kChunk, t.rows() - r0);
-        try {
-          fill(t.name, t.ne0, r0, n, tmp.data());
-        } catch (...) {
-          std::lock_guard lock(err_mu);
-          err = std::current_exception();
-          return;
-        }
-        for (int64_t r = 0; r < n; ++r)
-          kernels::quantize_row(
-              t.type, tmp.data() + r * t.ne0, buf.data() + (r0 + r) * rb, t.ne0,
-              opts.fast_quant ? kernels::QuantSearch::minmax : kernels::QuantSearch::ggml);
-      }
-    });
-    if (err) std::rethrow_exception(err);
     w.write_tensor_data(t.name, buf);
   }
+}
+
+}  // namespace
+
+void write_model(const std::filesystem::path& path, const ModelShape& shape,
+                 const WriteOptions& opts) {
+  validate_shape(shape);
+  gguf::Writer w;
+  write_hparams(w, shape, opts);
+  for (const auto& [key, value] : opts.extra_u32) w.set_u32(key, value);
+  write_vocab(w, shape, opts);
+  const std::vector<TensorDecl> decls = tensor_decls(shape, opts.quant);
+  for (const auto& t : decls) w.add_tensor(t.name, t.type, t.dims());
+  w.begin(path);
+  write_tensor_data(w, decls, shape, opts);
   w.finish();
 }
 

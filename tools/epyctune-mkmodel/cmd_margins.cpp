@@ -1,4 +1,4 @@
-// `epyctune-engine margins`: how clearly a model's greedy choices win on
+// `epyctune-mkmodel margins`: how clearly a model's greedy choices win on
 // given prompts: the smallest top-1 minus top-2 logit gap over every step and,
 // for a mixture-of-experts model, the smallest gap between the k-th and
 // (k+1)-th router logit over every token and layer. A reference comparison
@@ -12,13 +12,13 @@
 #include <string>
 #include <vector>
 
-#include "apps/epyctune-engine/commands.hpp"
 #include "engine/model/llama_model.hpp"
 #include "engine/runtime/cpus.hpp"
 #include "engine/runtime/thread_pool.hpp"
 #include "engine/synth/margins.hpp"
+#include "tools/epyctune-mkmodel/commands.hpp"
 
-namespace epyctune::engine_cli {
+namespace epyctune::mkmodel_tool {
 namespace {
 
 namespace eng = epyctune::engine;
@@ -62,7 +62,9 @@ int run_margins(const MarginsArgs& a) {
   return 0;
 }
 
-void add_margins_command(CLI::App& app, GlobalOptions& global) {
+}  // namespace
+
+void add_margins_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<MarginsArgs>();
   auto* cmd = app.add_subcommand(
       "margins", "Greedy decision margins: smallest top-1 gap and router top-k gap on prompts");
@@ -72,17 +74,14 @@ void add_margins_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_option("-n,--n-predict", args->steps, "Greedy steps per prompt")->capture_default_str();
   cmd->add_option("-t,--threads", args->threads, "Threads (default: all allowed CPUs)");
   cmd->add_flag("--json", args->json, "Print a JSON report");
-  cmd->callback([args, &global] {
+  cmd->callback([args, &exit_code] {
     try {
-      global.exit_code = run_margins(*args);
+      exit_code = run_margins(*args);
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "epyctune-engine margins: error: %s\n", e.what());
-      global.exit_code = 1;
+      std::fprintf(stderr, "epyctune-mkmodel margins: error: %s\n", e.what());
+      exit_code = 1;
     }
   });
 }
 
-const Registrar reg(&add_margins_command);
-
-}  // namespace
-}  // namespace epyctune::engine_cli
+}  // namespace epyctune::mkmodel_tool

@@ -1,4 +1,4 @@
-// `epyctune-engine mkmodel`: synthetic llama GGUF models with seeded weights,
+// `epyctune-mkmodel mkmodel`: synthetic llama GGUF models with seeded weights,
 // and with --pair-of a draft for an existing target at a chosen agreement.
 #include <fmt/format.h>
 
@@ -10,7 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "apps/epyctune-engine/commands.hpp"
 #include "apps/epyctune-engine/progress.hpp"
 #include "engine/gguf/gguf.hpp"
 #include "engine/runtime/cpus.hpp"
@@ -18,9 +17,12 @@
 #include "engine/synth/draft_pair.hpp"
 #include "engine/synth/margins.hpp"
 #include "engine/synth/mkmodel.hpp"
+#include "tools/epyctune-mkmodel/commands.hpp"
 
-namespace epyctune::engine_cli {
+namespace epyctune::mkmodel_tool {
 namespace {
+
+using engine_cli::ProgressLine;
 
 namespace eng = epyctune::engine;
 
@@ -196,7 +198,9 @@ int run_pair(const MkmodelArgs& a) {
   return r.reached ? 0 : 3;
 }
 
-void add_mkmodel_command(CLI::App& app, GlobalOptions& global) {
+}  // namespace
+
+void add_mkmodel_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<MkmodelArgs>();
   auto* cmd = app.add_subcommand(
       "mkmodel", "Write a synthetic llama GGUF model, or a draft paired to an existing target");
@@ -249,17 +253,14 @@ void add_mkmodel_command(CLI::App& app, GlobalOptions& global) {
                   "CPUs for --pair-of calibration runs (default: all allowed)")
       ->excludes(th);
   cmd->add_flag("--json", args->json, "Print a JSON report");
-  cmd->callback([args, &global] {
+  cmd->callback([args, &exit_code] {
     try {
-      global.exit_code = args->pair_of.empty() ? run_plain(*args) : run_pair(*args);
+      exit_code = args->pair_of.empty() ? run_plain(*args) : run_pair(*args);
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "epyctune-engine mkmodel: error: %s\n", e.what());
-      global.exit_code = 1;
+      std::fprintf(stderr, "epyctune-mkmodel mkmodel: error: %s\n", e.what());
+      exit_code = 1;
     }
   });
 }
 
-const Registrar reg(&add_mkmodel_command);
-
-}  // namespace
-}  // namespace epyctune::engine_cli
+}  // namespace epyctune::mkmodel_tool
