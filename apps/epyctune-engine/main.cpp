@@ -1,6 +1,8 @@
 // epyctune-engine: the bundled GGUF inference engine. Subcommands live in cmd_*.cpp.
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <string>
+#include <string_view>
 
 #include "apps/epyctune-engine/commands.hpp"
 #include "common/version.hpp"
@@ -16,6 +18,13 @@ int main(int argc, char** argv) {
   try {
     app.parse(epyctune::engine_cli::llama_style_args(argc, argv));
   } catch (const CLI::ParseError& e) {
+    // The model writers left the packaged engine for a dev tool; say where.
+    const std::string_view cmd = argc > 1 ? argv[1] : "";
+    if (cmd == "mkmodel" || cmd == "margins" || cmd == "vocab")
+      std::fprintf(stderr,
+                   "epyctune-engine: '%s' is in the dev tool epyctune-mkmodel, built with the "
+                   "project (build/tools/epyctune-mkmodel/) and not packaged\n",
+                   argv[1]);
     return app.exit(e);
   }
   return global.exit_code;

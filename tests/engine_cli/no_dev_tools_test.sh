@@ -29,6 +29,7 @@ refused() { # NAME ARGS...
   out=$("$engine" "$@" 2>&1) || rc=$?
   ((rc > 100)) || fail "epyctune-engine $* exited $rc, not a parse error: $out"
   grep -q "subcommand" <<<"$out" || fail "epyctune-engine $*: not refused as a subcommand: $out"
+  grep -q "dev tool epyctune-mkmodel" <<<"$out" || fail "epyctune-engine $*: no pointer to the tool: $out"
 }
 refused mkmodel "$base/t.gguf" --shape tiny --quant q8_0 -t 1
 refused margins -m "$base/t.gguf"
