@@ -7,6 +7,7 @@
 #include <set>
 
 #include "common/cpulist.hpp"
+#include "profile/resolve.hpp"
 
 namespace epyctune::daemon {
 
@@ -72,18 +73,12 @@ std::vector<int> minus(const std::vector<int>& a, const std::set<int>& b) {
   return out;
 }
 
+// A slice of one of the plan's sides: its facts come from the same
+// derivation as the plan's own (profile::side_on).
 launch::Side make_side(const launch::Side& from, std::vector<int> cpus, int threads,
-                       const CpuFacts& f) {
-  launch::Side s{from.role};
+                       const host::Topology& topo) {
+  launch::Side s = profile::side_on(from.role, std::move(cpus), topo);
   s.group = from.group;
-  std::set<int> l3, nodes;
-  for (int cpu : cpus) {
-    if (auto it = f.l3.find(cpu); it != f.l3.end()) l3.insert(it->second);
-    if (auto it = f.node.find(cpu); it != f.node.end()) nodes.insert(it->second);
-  }
-  s.l3.assign(l3.begin(), l3.end());
-  s.nodes.assign(nodes.begin(), nodes.end());
-  s.cpus = std::move(cpus);
   s.threads = threads > 0 ? std::min<int>(threads, static_cast<int>(s.cpus.size())) : 0;
   return s;
 }
@@ -168,12 +163,12 @@ std::vector<InstancePlan> carve_instances(const Config& c, const launch::LaunchP
                            cpu, it->second));
       }
     ip.plan = plan;
-    ip.plan.verify = make_side(plan.verify, vcpus, i.threads, f);
+    ip.plan.verify = make_side(plan.verify, vcpus, i.threads, topo);
     // The launch config format needs a draft side even when no draft model
     // runs; the engine then starts no draft pool, so it names the verify
     // side's last CPU, which is never given to anyone else.
-    ip.plan.draft = dcpus.empty() ? make_side(plan.draft, {vcpus.back()}, 1, f)
-                                  : make_side(plan.draft, dcpus, 0, f);
+    ip.plan.draft = dcpus.empty() ? make_side(plan.draft, {vcpus.back()}, 1, topo)
+                                  : make_side(plan.draft, dcpus, 0, topo);
     if (dcpus.empty() && vcpus.size() > 1) {
       ip.plan.verify.cpus.pop_back();
       if (ip.plan.verify.threads > static_cast<int>(ip.plan.verify.cpus.size()))

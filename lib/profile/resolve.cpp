@@ -20,6 +20,22 @@ std::string hex(int v) {
 
 }  // namespace
 
+launch::Side side_on(launch::Role role, std::vector<int> cpus, const host::Topology& t) {
+  launch::Side s{role};
+  std::set<int> l3, nodes;
+  for (const auto& c : t.cores)
+    if (std::any_of(c.cpus.begin(), c.cpus.end(), [&](int cpu) {
+          return std::find(cpus.begin(), cpus.end(), cpu) != cpus.end();
+        })) {
+      l3.insert(c.l3);
+      nodes.insert(c.numa_node);
+    }
+  s.l3 = sorted(l3);
+  s.nodes = sorted(nodes);
+  s.cpus = std::move(cpus);
+  return s;
+}
+
 int64_t auto_hugepages_2m_per_node(const NumaStep& n, int nodes) {
   if (n.model_gb <= 0 || nodes <= 0) return 0;
   double bytes = n.model_gb * static_cast<double>(uint64_t{1} << 30) * n.hugepage_headroom;
@@ -44,7 +60,7 @@ ResolvedPartition resolve_partition(const Profile& p, const host::Topology& t) {
     for (const auto& c : t.cores)
       if (std::find(c.cpus.begin(), c.cpus.end(), cpu) != c.cpus.end()) hk.insert(c.id);
 
-  std::set<int> dc, vc, hc, idle, dn, vn;
+  std::set<int> dc, vc, hc, idle;
   for (const auto& c : t.cores) {
     bool is_draft = draft.count(c.l3) && !hk.count(c.id);
     bool is_verify = verify.count(c.l3) && !hk.count(c.id);
@@ -54,16 +70,21 @@ ResolvedPartition resolve_partition(const Profile& p, const host::Topology& t) {
       continue;
     }
     auto& set = is_draft ? dc : vc;
-    (is_draft ? dn : vn).insert(c.numa_node);
     for (size_t i = 0; i < c.cpus.size(); ++i)
       (i == 0 || p.partition.use_smt_siblings ? set : idle).insert(c.cpus[i]);
   }
-  r.draft_cpus = sorted(dc);
-  r.verify_cpus = sorted(vc);
+  // The sides' L3 domains and nodes are those of the cores they got: a listed
+  // domain whose cores all went to housekeeping is not one the side runs on.
+  const auto ds = side_on(launch::Role::draft, sorted(dc), t);
+  const auto vs = side_on(launch::Role::verify, sorted(vc), t);
+  r.draft_cpus = ds.cpus;
+  r.verify_cpus = vs.cpus;
+  r.draft_l3 = ds.l3;
+  r.verify_l3 = vs.l3;
+  r.draft_nodes = ds.nodes;
+  r.verify_nodes = vs.nodes;
   r.housekeeping_cpus = sorted(hc);
   r.idle_sibling_cpus = sorted(idle);
-  r.draft_nodes = sorted(dn);
-  r.verify_nodes = sorted(vn);
   r.housekeeping_cores = sorted(hk);
   auto origin_of = [&](const char* key) {
     auto it = p.origins.find(key);

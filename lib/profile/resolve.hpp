@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "host/topology.hpp"
+#include "launch/launch_config.hpp"
 #include "profile/loader.hpp"
 #include "profile/profile.hpp"
 
@@ -19,6 +20,11 @@ namespace epyctune::profile {
 // idle_sibling_cpus. Throws ProfileError if a domain, core or CPU does not
 // exist, or draft or verify ends up with no CPU.
 ResolvedPartition resolve_partition(const Profile& p, const host::Topology& t);
+
+// A side on these CPUs of the topology: the L3 domains and NUMA nodes of
+// their cores. The one derivation of a side's facts from its CPUs: the
+// profile's partition and the daemon's slices of it both come from here.
+launch::Side side_on(launch::Role role, std::vector<int> cpus, const host::Topology& t);
 
 // numa.hugepages_2m_per_node = "auto": model_gb GiB (2^30 bytes, the one
 // convention everywhere) times hugepage_headroom, spread over `nodes` nodes,
