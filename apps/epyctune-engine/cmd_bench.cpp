@@ -356,61 +356,74 @@ void print_report(const BenchOptions& o, const engine::LlamaModel& model,
   fmt::print("placement  {}\n", model.placement_summary());
 }
 
+// A launch config's partition: the target's pool on its verify CPUs, its
+// workers in the verify group, its weights on the target nodes.
+std::unique_ptr<engine::placement::LaunchSetup> open_launch(const BenchOptions& o) {
+  if (o.launch.launch_config.empty()) return nullptr;
+  if (!o.cpus.empty() || o.threads > 0 || o.mmap || o.numa != "none" || o.hugepages)
+    throw std::invalid_argument(
+        "--launch-config sets CPUs and memory: drop --cpus/--threads/--numa/--hugepages/--mmap");
+  return std::make_unique<engine::placement::LaunchSetup>(o.launch);
+}
+
+// The model on the pool, placed as the launch config says, timed into r.
+std::unique_ptr<engine::LlamaModel> load_model(const BenchOptions& o,
+                                               engine::runtime::ThreadPool& pool,
+                                               engine::placement::LaunchSetup* launch, int max_k,
+                                               BenchResult& r) {
+  engine::ModelOptions mo = model_options(o, max_k);
+  if (launch) launch->apply_memory_policy(mo, launch::Role::verify);
+  ProgressLine line("load");
+  if (line.enabled())
+    mo.progress = [&](std::string_view stage, uint64_t done, uint64_t total) {
+      line.update(stage, done >> 20, total >> 20, "MiB");
+    };
+  auto t0 = Clock::now();
+  auto model = engine::LlamaModel::load(o.model, pool, mo);
+  r.load_s = since(t0);
+  line.finish();
+  if (launch) {
+    launch->bind_kv(*model, launch::Role::verify);
+    if (launch->has_partition()) launch->record_driver(launch::Role::verify, pool);
+    if (auto e = launch->thread_errors(); !e.empty())
+      throw std::runtime_error("threads are not where the launch config puts them:\n" + e);
+  }
+  if (o.ctx + max_k > model->n_ctx())
+    throw std::invalid_argument(fmt::format("--ctx {} + batch {} exceeds the model's n_ctx {}",
+                                            o.ctx, max_k, model->n_ctx()));
+  return model;
+}
+
+// Bandwidth, then the passes after a context of o.ctx tokens.
+void measure(const BenchOptions& o, engine::LlamaModel& model, engine::runtime::ThreadPool& pool,
+             int max_k, BenchResult& r) {
+  r.bw = engine::runtime::measure_read_bandwidth(pool, size_t(o.bw_mib) << 20, 7);
+  const int V = model.n_vocab();
+  std::vector<float> logits(size_t(V) * max_k);
+  std::vector<int32_t> toks(std::max(o.ctx, max_k));
+  for (size_t i = 0; i < toks.size(); ++i) toks[i] = static_cast<int32_t>((i * 7919 + 13) % V);
+  model.forward(std::span<const int32_t>(toks).first(o.ctx), nullptr);
+  r.sm = time_passes(o, model, pool, toks, logits);
+  r.batches = batch_rows(o, model, pool.size(), r.sm, r.median_pass);
+  within_repetition_ratios(o, model, r);
+  r.pool_cost = measure_pool(o, model, pool, toks, logits);
+}
+
 int run_bench(const BenchOptions& o) {
   using namespace engine;
   try {
     if (!o.isa.empty()) select_isa(o.isa);
-    // A launch config's partition: the target's pool on its verify CPUs,
-    // its workers in the verify group, its weights on the target nodes.
-    std::unique_ptr<placement::LaunchSetup> launch;
-    if (!o.launch.launch_config.empty()) {
-      if (!o.cpus.empty() || o.threads > 0 || o.mmap || o.numa != "none" || o.hugepages)
-        throw std::invalid_argument(
-            "--launch-config sets CPUs and memory: drop "
-            "--cpus/--threads/--numa/--hugepages/--mmap");
-      launch = std::make_unique<placement::LaunchSetup>(o.launch);
-    }
+    auto launch = open_launch(o);
     std::vector<int> cpus = o.cpus.empty() ? runtime::first_cpus(o.threads) : cpus_flag(o.cpus);
     auto pool_ptr = launch && launch->has_partition()
                         ? launch->make_pool(launch::Role::verify)
                         : std::make_unique<runtime::ThreadPool>(cpus, true);
     runtime::ThreadPool& pool = *pool_ptr;
-
     BenchResult r;
     r.read_s = time_file_read(o.model, r.file_bytes);
     const int max_k = *std::max_element(o.batches.begin(), o.batches.end());
-    ModelOptions mo = model_options(o, max_k);
-    if (launch) launch->apply_memory_policy(mo, launch::Role::verify);
-    ProgressLine line("load");
-    if (line.enabled())
-      mo.progress = [&](std::string_view stage, uint64_t done, uint64_t total) {
-        line.update(stage, done >> 20, total >> 20, "MiB");
-      };
-    auto t0 = Clock::now();
-    auto model = LlamaModel::load(o.model, pool, mo);
-    r.load_s = since(t0);
-    line.finish();
-    if (launch) {
-      launch->bind_kv(*model, launch::Role::verify);
-      if (launch->has_partition()) launch->record_driver(launch::Role::verify, pool);
-      if (auto e = launch->thread_errors(); !e.empty())
-        throw std::runtime_error("threads are not where the launch config puts them:\n" + e);
-    }
-    if (o.ctx + max_k > model->n_ctx())
-      throw std::invalid_argument(fmt::format("--ctx {} + batch {} exceeds the model's n_ctx {}",
-                                              o.ctx, max_k, model->n_ctx()));
-
-    r.bw = runtime::measure_read_bandwidth(pool, size_t(o.bw_mib) << 20, 7);
-    const int V = model->n_vocab();
-    std::vector<float> logits(size_t(V) * max_k);
-    std::vector<int32_t> toks(std::max(o.ctx, max_k));
-    for (size_t i = 0; i < toks.size(); ++i) toks[i] = static_cast<int32_t>((i * 7919 + 13) % V);
-    model->forward(std::span<const int32_t>(toks).first(o.ctx), nullptr);
-
-    r.sm = time_passes(o, *model, pool, toks, logits);
-    r.batches = batch_rows(o, *model, pool.size(), r.sm, r.median_pass);
-    within_repetition_ratios(o, *model, r);
-    r.pool_cost = measure_pool(o, *model, pool, toks, logits);
+    auto model = load_model(o, pool, launch.get(), max_k, r);
+    measure(o, *model, pool, max_k, r);
     const std::string mismatch = launch ? launch->check(*model, nullptr) : "";
     if (o.json) {
       auto j = report_json(o, *model, pool, r);

@@ -27,7 +27,7 @@ namespace k = epyctune::engine::kernels;
 using epyctune::engine::GgmlType;
 using Clock = std::chrono::steady_clock;
 
-struct BenchOptions {
+struct KernelBenchOptions {
   std::vector<std::string> types = {"q4_0", "q8_0", "q4_k", "q6_k"};
   std::vector<std::string> isas;  // default: all available
   std::vector<int> tokens = {1, 8};
@@ -89,7 +89,7 @@ Timing timed_parallel(int n, Fn fn) {
   return t;
 }
 
-Timing median(std::vector<Timing> v) {
+Timing median_timing(std::vector<Timing> v) {
   Timing m;
   std::vector<double> w, c;
   for (const auto& t : v) {
@@ -123,10 +123,10 @@ Timing probe_read(const uint64_t* buf, size_t n, int threads, int repeat) {
       sink[static_cast<size_t>(i) * 8] = s0 + s1 + s2 + s3;
     }));
   }
-  return median(times);
+  return median_timing(times);
 }
 
-int run_bench(const BenchOptions& o) {
+int run_bench(const KernelBenchOptions& o) {
   const int64_t cols = o.cols;
   std::vector<k::Isa> isas;
   if (o.isas.empty()) {
@@ -261,7 +261,7 @@ int run_bench(const BenchOptions& o) {
           timed_parallel(o.threads, pass);  // warm-up
           std::vector<Timing> times;
           for (int r = 0; r < reps; ++r) times.push_back(timed_parallel(o.threads, pass));
-          const Timing s = median(times);
+          const Timing s = median_timing(times);
           const double streamed = static_cast<double>(w_bytes) * o.loops;
           const double gbs = streamed / s.wall / 1e9;
           const double cgbs = streamed / s.cpu / 1e9;
@@ -287,7 +287,7 @@ int run_bench(const BenchOptions& o) {
 }
 
 void add_kernel_bench_command(CLI::App& app, GlobalOptions& global) {
-  auto opts = std::make_shared<BenchOptions>();
+  auto opts = std::make_shared<KernelBenchOptions>();
   auto* cmd = app.add_subcommand("kernel-bench", "GB/s of weights streamed by the matmul kernels");
   cmd->add_option("--type", opts->types, "weight types (f32 f16 bf16 q4_0 q8_0 q4_k q6_k)")
       ->delimiter(',');

@@ -91,7 +91,8 @@ std::string StackDriver::apply_step(const StepRef& step) {
   if (step.name == "spec" && o_.draft.empty() && o_.lookup <= 0)
     return "skipped: no --draft or --lookup, nothing to draft with";
   const auto& part_error = s_.partition_error;
-  stack::StepContext ctx{s_.sys, s_.profile, s_.topo, s_.part, part_error};
+  // The session's one probe of the host, not a second one per step.
+  stack::StepContext ctx{s_.sys, s_.profile, s_.topo, s_.part, part_error, &s_.caps};
   auto knobs = stack::build_knobs(ctx, {step.step});
   auto plans = stack::plan_knobs(s_.sys, knobs);
   bool actionable = false, reboot = false;

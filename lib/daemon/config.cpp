@@ -128,7 +128,7 @@ void read_drift(const toml::table& t, const std::string& source, DriftConfig& d)
   r.no_unknown_keys();
 }
 
-void read_engine(const toml::table& t, const std::string& source, EngineConfig& e) {
+void read_engine(const toml::table& t, const std::string& source, EngineProcessConfig& e) {
   Reader r(t, source, "[engine]", static_cast<int>(t.source().begin.line));
   r.str("binary", e.binary);
   r.boolean("map_cpus", e.map_cpus);

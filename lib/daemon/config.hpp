@@ -42,7 +42,7 @@ struct DriftConfig {
   bool operator==(const DriftConfig& o) const = default;
 };
 
-struct EngineConfig {
+struct EngineProcessConfig {
   std::string binary;  // "" = epyctune-engine next to epyctuned, else on PATH
   bool map_cpus = false;
   std::string shared_weights;  // directory for the engine's shared weight mappings ("" = off)
@@ -53,7 +53,7 @@ struct EngineConfig {
   int restart_stable_s = 60;  // up this long: the backoff starts over
   int max_restarts = 10;      // crashes in a row before the instance is left failed
 
-  bool operator==(const EngineConfig& o) const = default;
+  bool operator==(const EngineProcessConfig& o) const = default;
 };
 
 struct Config {
@@ -66,7 +66,7 @@ struct Config {
   bool revert_on_shutdown = false;
   std::string metrics_textfile;  // "" = off; beneath the sysroot
   DriftConfig drift;
-  EngineConfig engine;
+  EngineProcessConfig engine;
   std::vector<InstanceConfig> instances;
 };
 

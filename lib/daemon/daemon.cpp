@@ -153,7 +153,7 @@ void Daemon::stop_instances(std::vector<std::unique_ptr<Instance>> gone) {
 
 // An instance keeps running across a reload when nothing that reaches the
 // engine changed: its argv, its launch config and the CPUs it is confined to.
-static bool same_instance(const Instance& i, const InstancePlan& p, const EngineConfig& e,
+static bool same_instance(const Instance& i, const InstancePlan& p, const EngineProcessConfig& e,
                           const std::string& engine) {
   SupervisorOptions o = i.options();
   SupervisorOptions n = o;

@@ -362,8 +362,7 @@ nlohmann::json Instance::status() const {
   if (!plan_.note.empty()) j["note"] = plan_.note;
   if (pid_ > 0) {
     nlohmann::json threads = nlohmann::json::array();
-    for (const auto& t :
-         thread_landings(pid_, opts_.resctrl_root, {p.verify.group, p.draft.group}))
+    for (const auto& t : thread_landings(pid_, opts_.resctrl_root, {p.verify.group, p.draft.group}))
       threads.push_back({{"tid", t.tid},
                          {"comm", t.comm},
                          {"cpus", common::format_cpulist(t.cpus)},

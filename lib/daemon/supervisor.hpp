@@ -25,7 +25,7 @@ struct SupervisorOptions {
   std::string engine;              // the epyctune-engine binary
   std::string resctrl_root;        // where the plan's resctrl groups live (beneath the sysroot)
   std::string launch_config_file;  // the instance's launch config, on this machine
-  EngineConfig engine_cfg;
+  EngineProcessConfig engine_cfg;
 };
 
 // The argv that starts one instance (argv[0] = the engine binary).
