@@ -64,7 +64,8 @@ cmake_version=$(sed -n 's/^project(epyctune VERSION \([0-9.]*\).*/\1/p' CMakeLis
   fail "debian/changelog says $version, CMakeLists.txt project(VERSION) says $cmake_version: add a changelog entry (dch -v $cmake_version)"
 
 say "lintian"
-# The .changes covers the .deb, the dbgsym .deb and the .buildinfo.
+# The .changes covers the .deb, the dbgsym .deb (none with noddebs) and the
+# .buildinfo.
 lintian --fail-on error,warning --info --display-info --show-overrides "$changes" ||
   fail "lintian (fix the tag or add a justified override to debian/epyctune.lintian-overrides)"
 
