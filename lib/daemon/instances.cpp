@@ -75,7 +75,7 @@ std::vector<int> minus(const std::vector<int>& a, const std::set<int>& b) {
 
 // A slice of one of the plan's sides: its facts come from the same
 // derivation as the plan's own (profile::side_on).
-launch::Side make_side(const launch::Side& from, std::vector<int> cpus, int threads,
+launch::Side slice_side(const launch::Side& from, std::vector<int> cpus, int threads,
                        const host::Topology& topo) {
   launch::Side s = profile::side_on(from.role, std::move(cpus), topo);
   s.group = from.group;
@@ -163,12 +163,12 @@ std::vector<InstancePlan> carve_instances(const Config& c, const launch::LaunchP
                            cpu, it->second));
       }
     ip.plan = plan;
-    ip.plan.verify = make_side(plan.verify, vcpus, i.threads, topo);
+    ip.plan.verify = slice_side(plan.verify, vcpus, i.threads, topo);
     // The launch config format needs a draft side even when no draft model
     // runs; the engine then starts no draft pool, so it names the verify
     // side's last CPU, which is never given to anyone else.
-    ip.plan.draft = dcpus.empty() ? make_side(plan.draft, {vcpus.back()}, 1, topo)
-                                  : make_side(plan.draft, dcpus, 0, topo);
+    ip.plan.draft = dcpus.empty() ? slice_side(plan.draft, {vcpus.back()}, 1, topo)
+                                  : slice_side(plan.draft, dcpus, 0, topo);
     if (dcpus.empty() && vcpus.size() > 1) {
       ip.plan.verify.cpus.pop_back();
       if (ip.plan.verify.threads > static_cast<int>(ip.plan.verify.cpus.size()))
