@@ -185,10 +185,11 @@ Diagnostic diag_at(const toml::source_region& where, const std::string& file, st
           std::move(what), std::move(fix)};
 }
 
-const std::vector<std::string>& expectation_keys() {
-  static const std::vector<std::string> keys = {"baseline", "bios",    "numa",     "isolation",
-                                                "cat",      "cpufreq", "prefetch", "weights",
-                                                "spec",     "roofline"};
+std::vector<std::string> expectation_keys() {
+  std::vector<std::string> keys = {"baseline"};
+  for (const auto& st : step_schemas())
+    if (st.measured) keys.push_back(st.name);
+  keys.push_back("roofline");
   return keys;
 }
 
@@ -196,12 +197,17 @@ std::vector<const Section*> sections() {
   static const Section hardware = hardware_section(), partition = partition_section(),
                        engine = engine_section();
   std::vector<const Section*> out{&hardware, &partition};
-  for (const auto& s : step_sections()) out.push_back(&s);
+  for (const auto& st : step_schemas())
+    if (st.section) out.push_back(&*st.section);
   out.push_back(&engine);
   return out;
 }
 
 void apply_table(const toml::table& root, ApplyContext& ctx) {
+  // Without them every step section would be an "unknown key": a program
+  // that loads profiles must link the stack's steps (stack/CMakeLists.txt).
+  if (step_schemas().empty())
+    throw std::logic_error("no steps are registered: link epyctune_stack to load profiles");
   TableState top_state{root, "", ctx};
   KeyReader top(top_state);
   std::vector<std::string> keys = {"include", "name", "aliases", "description"};
@@ -215,3 +221,37 @@ void apply_table(const toml::table& root, ApplyContext& ctx) {
 }
 
 }  // namespace epyctune::profile::detail
+
+namespace epyctune::profile {
+
+namespace {
+std::vector<StepSchema>& schemas() {
+  static std::vector<StepSchema> all;
+  return all;
+}
+}  // namespace
+
+void register_step_schema(StepSchema s) {
+  static const std::vector<std::string> profile_wide = {"include",     "name",        "aliases",
+                                                        "description", "hardware",    "partition",
+                                                        "engine",      "expectations"};
+  auto& all = schemas();
+  std::string table = s.section ? s.section->name : "";
+  bool clash = std::find(profile_wide.begin(), profile_wide.end(), table) != profile_wide.end();
+  for (const auto& x : all)
+    clash |= x.number == s.number || x.name == s.name ||
+             (s.section && x.section && x.section->name == table);
+  if (s.number < 1 || s.name.empty() || clash)
+    throw std::logic_error(
+        fmt::format("step {} '{}' cannot register: its number, name or section is taken or invalid",
+                    s.number, s.name));
+  auto at = std::find_if(all.begin(), all.end(),
+                         [&](const StepSchema& x) { return x.number > s.number; });
+  all.insert(at, std::move(s));
+}
+
+const std::vector<StepSchema>& step_schemas() {
+  return schemas();
+}
+
+}  // namespace epyctune::profile

@@ -27,9 +27,6 @@ struct ApplyContext {
 // Every section in file order: [hardware], [partition], the steps' by
 // number, [engine]. [expectations] and the top level are read on their own.
 std::vector<const Section*> sections();
-// The steps' sections, by step number.
-const std::vector<Section>& step_sections();
-
 // Every key of the schema except `include`, which the loader handles.
 void apply_table(const toml::table& root, ApplyContext& ctx);
 
@@ -62,7 +59,8 @@ std::string identifier_problem(std::string_view v);
 // `dir` when dir is not empty, ending in `ext` when ext is not empty.
 std::string path_problem(std::string_view v, std::string_view dir, std::string_view ext);
 
-// Step names valid as [expectations] keys.
-const std::vector<std::string>& expectation_keys();
+// The [expectations] keys with a figure: "baseline", each measured step's
+// name, "roofline".
+std::vector<std::string> expectation_keys();
 
 }  // namespace epyctune::profile::detail

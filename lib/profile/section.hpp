@@ -2,8 +2,9 @@
 // loader reads it and how `profile show` prints it, and the checks across its
 // keys. The loader, `profile show` and validation all work from these
 // descriptions, so a key is spelled in one place. The profile-wide sections
-// ([hardware], [partition], [engine]) are described in schema.cpp, the
-// steps' in step_sections.cpp.
+// ([hardware], [partition], [engine]) are described in schema.cpp; each step
+// of the stack describes its own in its file, as part of its record
+// (stack/steps.hpp), which hands it to the loader (register_step_schema).
 #pragma once
 
 #include <cstdint>
@@ -302,6 +303,14 @@ template <class T>
 using CheckHostOf =
     std::type_identity_t<std::function<void(const T&, const Profile&, const CheckHost&, Checker&)>>;
 
+// A section kept in Profile::extra under its name: a step whose parameters
+// nothing outside its own file reads needs no field in Profile.
+template <class T>
+SlotOf<T> extra(const std::string& name) {
+  return {[name](Profile& p) -> T& { return p.extra.get<T>(name); },
+          [name](const Profile& p) -> const T& { return p.extra.get<T>(name); }};
+}
+
 template <class T>
 Section section_of(std::string name, SlotOf<T> slot, Keys<T> keys, CheckOf<T> check = {},
                    CheckHostOf<T> check_host = {}) {
@@ -323,5 +332,24 @@ Section section_of(std::string name, SlotOf<T> slot, Keys<T> keys, CheckOf<T> ch
     };
   return s;
 }
+
+// What the loader knows of one step of the stack. lib/profile cannot see
+// lib/stack, so the step registry (stack/steps.hpp) registers one for every
+// step it holds: a program that loads profiles links the stack's steps.
+struct StepSchema {
+  int number = 0;
+  std::string name;
+  // The step changes the host: the bench measures it, and [expectations]
+  // takes its name as a key.
+  bool measured = false;
+  std::optional<Section> section;  // [name], when the step has parameters
+};
+
+// Throws std::logic_error when the number, the name or the section's name is
+// taken.
+void register_step_schema(StepSchema s);
+// By number. Complete once main() runs (steps register during static
+// initialisation): not for use from another static initialiser.
+const std::vector<StepSchema>& step_schemas();
 
 }  // namespace epyctune::profile

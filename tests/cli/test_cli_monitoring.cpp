@@ -16,7 +16,7 @@
 
 #include "cli_host.hpp"
 #include "common/exit_codes.hpp"
-#include "stack/steps/checklist.hpp"
+#include "stack/checklist.hpp"
 #include "test_util.hpp"
 
 using namespace epyctune;

@@ -7,10 +7,10 @@
 #include <fstream>
 
 #include "stack/apply.hpp"
+#include "stack/checklist.hpp"
 #include "stack/host_writes.hpp"
 #include "stack/plan.hpp"
 #include "stack/revert.hpp"
-#include "stack/steps/checklist.hpp"
 #include "stack_harness.hpp"
 #include "stack_test_util.hpp"
 #include "tree_snapshot.hpp"

@@ -1,4 +1,4 @@
-#include "stack/steps/checklist.hpp"
+#include "stack/checklist.hpp"
 
 #include <fmt/format.h>
 

@@ -1,5 +1,5 @@
-// Step 9, verification: a plan in which nothing should change, shown as a
-// checklist — every knob, expected, actual, pass/fail/skip — in the formats
+// Verification (step 9, steps/verify.cpp): a plan in which nothing should
+// change, shown as a checklist — every knob, expected, actual, pass/fail/skip — in the formats
 // operators feed to people and machines (table, json, md, junit, prometheus).
 #pragma once
 
