@@ -4,17 +4,26 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "stack/plan.hpp"
 
 namespace epyctune::stack {
 
+// One check's result; every format shows to_string's word.
+enum class CheckResult { Pass, Fail, Skip };
+
+std::string to_string(CheckResult r);  // "pass", "fail", "skip"
+// nullopt for a word to_string never gives.
+std::optional<CheckResult> check_result_from_string(std::string_view s);
+
 struct CheckLine {
   std::string step, name, path;
   std::string expected, actual;
-  std::string result;  // pass | fail | skip
+  CheckResult result = CheckResult::Skip;
   std::string reason;
 };
 

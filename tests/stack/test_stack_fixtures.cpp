@@ -23,7 +23,7 @@ namespace {
 std::string failures(const Checklist& c) {
   std::string s;
   for (const auto& l : c.lines)
-    if (l.result == "fail") s += l.step + "/" + l.name + ": " + l.reason + "\n";
+    if (l.result == CheckResult::Fail) s += l.step + "/" + l.name + ": " + l.reason + "\n";
   return s;
 }
 
