@@ -26,7 +26,7 @@ void print_text(const stack::ApplyResult& r, bool check) {
   std::string step;
   int unchanged = 0;
   for (const auto& o : r.knobs) {
-    if (o.status == "unchanged") {
+    if (o.status == stack::KnobStatus::Unchanged) {
       ++unchanged;
       continue;
     }
@@ -34,9 +34,10 @@ void print_text(const stack::ApplyResult& r, bool check) {
       step = o.step;
       fmt::print("{}:\n", step);
     }
-    std::string line = fmt::format("  {:<12} {}", o.status, o.name);
-    if (o.status == "applied" || o.status == "would-apply" || o.status == "mismatch" ||
-        o.status == "rolled-back")
+    std::string line = fmt::format("  {:<12} {}", stack::to_string(o.status), o.name);
+    using enum stack::KnobStatus;
+    if (o.status == Applied || o.status == WouldApply || o.status == Mismatch ||
+        o.status == RolledBack)
       line += fmt::format(": {} -> {}", o.before, o.after);
     if (!o.reason.empty()) line += "  (" + o.reason + ")";
     std::replace(line.begin(), line.end(), '\n', ' ');

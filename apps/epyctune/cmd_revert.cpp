@@ -21,9 +21,9 @@ int print_result(const stack::RevertResult& r, const nlohmann::json& j, bool jso
     fmt::print("{}\n", j.dump(2));
   } else {
     for (const auto& o : r.knobs)
-      if (o.status != "unchanged")
-        fmt::print("  {:<9} {}/{}: {} -> {}{}\n", o.status, o.step, o.name, o.before, o.after,
-                   o.reason.empty() ? "" : "  (" + o.reason + ")");
+      if (o.status != stack::KnobStatus::Unchanged)
+        fmt::print("  {:<9} {}/{}: {} -> {}{}\n", stack::to_string(o.status), o.step, o.name,
+                   o.before, o.after, o.reason.empty() ? "" : "  (" + o.reason + ")");
     for (const auto& n : r.notes) fmt::print("note: {}\n", n);
     if (r.had_journal) fmt::print("reverted {} journaled knob(s)\n", r.knobs.size());
   }

@@ -10,9 +10,9 @@
 #include "apps/epyctune/commands.hpp"
 #include "common/atomic_file.hpp"
 #include "stack/applied.hpp"
+#include "stack/checklist.hpp"
 #include "stack/plan.hpp"
 #include "stack/session.hpp"
-#include "stack/steps/checklist.hpp"
 
 namespace epyctune::cli {
 namespace {

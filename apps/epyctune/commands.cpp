@@ -58,7 +58,12 @@ stack::KnobOutcome knob_outcome_from_json(const nlohmann::json& j) {
   o.step = j.value("step", "");
   o.name = j.value("knob", "");
   o.path = j.value("path", "");
-  o.status = j.value("status", "");
+  std::string status = j.value("status", "");
+  auto known = stack::knob_status_from_string(status);
+  if (!known)
+    throw std::runtime_error(
+        fmt::format("epyctuned's result holds a knob status epyctune does not know: '{}'", status));
+  o.status = *known;
   o.before = j.value("before", "");
   o.after = j.value("after", "");
   o.reason = j.value("reason", "");

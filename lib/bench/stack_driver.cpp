@@ -22,9 +22,9 @@ namespace fs = std::filesystem;
 std::vector<StepRef> bench_steps(const std::string& steps_spec) {
   std::vector<StepRef> out;
   for (int n : stack::parse_steps(steps_spec)) {
-    if (n == 9) continue;  // the checklist changes nothing there is to measure
-    const auto& info = stack::all_steps()[static_cast<size_t>(n - 1)];
-    out.push_back({info.number, info.name, info.title});
+    const stack::Step* st = stack::find_step(n);
+    if (!st->build) continue;  // changes nothing there is to measure (verify)
+    out.push_back({st->number, st->name, st->title, st->drafts});
   }
   return out;
 }
@@ -88,7 +88,7 @@ void StackDriver::to_stock() {
 }
 
 std::string StackDriver::apply_step(const StepRef& step) {
-  if (step.name == "spec" && o_.draft.empty() && o_.lookup <= 0)
+  if (step.drafts && o_.draft.empty() && o_.lookup <= 0)
     return "skipped: no --draft or --lookup, nothing to draft with";
   const auto& part_error = s_.partition_error;
   // The session's one probe of the host, not a second one per step.
@@ -125,7 +125,7 @@ std::string StackDriver::current_launch_config() const {
 
 EngineLaunch StackDriver::launch_for(const StepRef& step) const {
   const bool speculative =
-      step.name == "spec" && std::find(applied_.begin(), applied_.end(), 8) != applied_.end();
+      step.drafts && std::find(applied_.begin(), applied_.end(), step.step) != applied_.end();
   return engine_launch(s_, current_launch_config(), o_, speculative, work_dir_);
 }
 

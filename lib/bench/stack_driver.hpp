@@ -36,7 +36,7 @@ EngineLaunch engine_launch(const stack::Session& s, const std::string& launch_co
                            const EngineRunOptions& o, bool speculative,
                            const std::filesystem::path& work_dir);
 
-// The stack's steps a bench walks (1-8; 9 checks, it changes nothing).
+// The stack's steps a bench walks: those that change the host.
 std::vector<StepRef> bench_steps(const std::string& steps_spec);
 
 class StackDriver : public StepDriver {

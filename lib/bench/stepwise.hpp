@@ -36,6 +36,7 @@ struct StepRef {
   int step = 0;      // 0 = stock
   std::string name;  // "stock", "bios", "numa", ...
   std::string title;
+  bool drafts = false;  // the engine drafts on this row (speculative decoding)
 };
 
 class StepDriver {

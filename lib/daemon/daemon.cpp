@@ -98,7 +98,7 @@ stack::ApplyResult Daemon::apply_locked(const std::vector<stack::Knob>& knobs,
   auto r = stack::apply_knobs(cur_->session.sys, knobs, opts);
   int changed = 0;
   for (const auto& k : r.knobs)
-    if (k.status == "applied") {
+    if (k.status == stack::KnobStatus::Applied) {
       ++changed;
       spdlog::debug("apply: {} {}: {} -> {}", k.step, k.name, k.before, k.after);
     }

@@ -36,12 +36,12 @@ void repair_drift(const stack::Session& s, VerifyReport& report) {
   opts.profile = s.profile.name;
   auto r = stack::apply_knobs(s.sys, knobs, opts);
   for (const auto& o : r.knobs)
-    if (o.status != "unchanged") report.repairs.push_back(o);
+    if (o.status != stack::KnobStatus::Unchanged) report.repairs.push_back(o);
   report.repair_error = r.error;
   report.repaired = r.exit_code == stack::kExitOk;
   for (const auto& o : report.repairs)
     spdlog::info("drift: repaired {} {}: {} -> {} ({})", o.step, o.name, o.before, o.after,
-                 o.status);
+                 stack::to_string(o.status));
   if (!r.error.empty()) spdlog::error("drift: repair failed: {}", r.error);
 }
 

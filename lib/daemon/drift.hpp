@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "stack/apply.hpp"
+#include "stack/checklist.hpp"
 #include "stack/plan.hpp"
 #include "stack/session.hpp"
-#include "stack/steps/checklist.hpp"
 
 namespace epyctune::daemon {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "stack/steps/checklist.hpp"
+#include "stack/checklist.hpp"
 
 namespace epyctune::daemon {
 

@@ -9,6 +9,7 @@
 #include "profile/loader.hpp"
 #include "profile/resolve.hpp"
 #include "profile/schema.hpp"
+#include "profile/section.hpp"
 
 namespace epyctune::profile {
 
@@ -180,7 +181,7 @@ GeneratedProfile generate_profile(const host::Topology& t, const HostFacts& fact
   try {
     g.profile = load_profile_text(g.text, name + ".toml");
     validate_profile(g.profile, &t);
-    if (facts.l3cat) validate_cat(g.profile, *facts.l3cat);
+    if (facts.l3cat) validate_host(g.profile, {nullptr, &*facts.l3cat});
     g.partition = resolve_partition(g.profile, t);
   } catch (const ProfileError& e) {
     throw GenerateError(fmt::format("the generated profile does not validate: {}", e.what()));

@@ -16,6 +16,8 @@
 
 namespace epyctune::profile {
 
+struct CheckHost;  // section.hpp
+
 struct Diagnostic {
   std::string file;
   int line = 0;  // 0 when there is no position (e.g. a missing file)
@@ -74,11 +76,13 @@ std::string builtin_profile_text(std::string_view name);
 void validate_profile(const Profile& p, const host::Topology* host_or_null,
                       const host::Sysroot* root_or_null = nullptr);
 
-// The profile's CAT masks against the host's resctrl rules (within
-// info/L3/cbm_mask, at least min_cbm_bits, contiguous unless sparse_masks,
-// and 3 CLOSIDs). Nothing to check when cat is disabled or the host has no L3
-// CAT. Throws ProfileError pointing at the offending key.
-void validate_cat(const Profile& p, const host::ResctrlL3& l3);
+// The checks of the sections named in `sections` (every section when empty)
+// against what is known of a host (section.hpp): the CAT masks against
+// resctrl's rules (within info/L3/cbm_mask, at least min_cbm_bits, contiguous
+// unless sparse_masks, and 3 CLOSIDs), hugepages against each node's memory.
+// Throws ProfileError pointing at the offending key.
+void validate_host(const Profile& p, const CheckHost& host,
+                   const std::vector<std::string>& sections = {});
 
 // Levenshtein distance, for "did you mean" suggestions.
 int edit_distance(std::string_view a, std::string_view b);

@@ -4,6 +4,7 @@
 // (resolve.hpp). This struct is the contract between profile/ and stack/.
 #pragma once
 
+#include <any>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -132,6 +133,29 @@ struct EngineDefaults {
   std::string kv_type = "f16";
 };
 
+// Parameters of steps that keep them in their own file instead of a field of
+// Profile, by section name (profile/section.hpp's extra()).
+class ExtraSections {
+ public:
+  // Default-constructed on first use.
+  template <class T>
+  T& get(const std::string& section) {
+    std::any& a = by_section_[section];
+    if (!a.has_value()) a = T{};
+    return std::any_cast<T&>(a);
+  }
+  // The defaults when the profile never set the section.
+  template <class T>
+  const T& get(const std::string& section) const {
+    static const T defaults{};
+    auto it = by_section_.find(section);
+    return it == by_section_.end() ? defaults : std::any_cast<const T&>(it->second);
+  }
+
+ private:
+  std::map<std::string, std::any> by_section_;
+};
+
 struct Profile {
   std::string name;                  // "epyc-9754"
   std::vector<std::string> aliases;  // {"9754"}
@@ -155,6 +179,7 @@ struct Profile {
   std::string expectations_model;     // the model they are for ("7B Q4_0")
   std::vector<std::string> includes;  // the include chain, outermost file first ("base" last)
   std::map<std::string, Origin> origins;  // dotted key -> where it was set
+  ExtraSections extra;
 };
 
 // A profile's partition resolved onto real CPUs of a Topology.

@@ -11,6 +11,10 @@
 #include "profile/loader.hpp"
 #include "profile/profile.hpp"
 
+namespace epyctune::profile {
+struct Section;
+}
+
 namespace epyctune::profile::detail {
 
 struct ApplyContext {
@@ -20,8 +24,25 @@ struct ApplyContext {
   bool outermost = true;  // identity keys (name, aliases, description) are not inherited
 };
 
+// Every section in file order: [hardware], [partition], the steps' by
+// number, [engine]. [expectations] and the top level are read on their own.
+std::vector<const Section*> sections();
 // Every key of the schema except `include`, which the loader handles.
 void apply_table(const toml::table& root, ApplyContext& ctx);
+
+// One TOML table as a KeyReader (section.hpp) reads it.
+struct TableState {
+  const toml::table& table;
+  std::string section;  // dotted prefix of its keys ("" at the top level)
+  ApplyContext& ctx;
+};
+
+// "a string", "an integer", ... for messages.
+const char* type_name(const toml::node& n);
+
+// A value as messages quote it: control characters escaped, a hostile
+// megabyte cut to its start.
+std::string shown(std::string_view v, char quote = '"');
 
 Diagnostic diag_at(const toml::source_region& where, const std::string& file, std::string what,
                    std::string fix);
@@ -38,7 +59,8 @@ std::string identifier_problem(std::string_view v);
 // `dir` when dir is not empty, ending in `ext` when ext is not empty.
 std::string path_problem(std::string_view v, std::string_view dir, std::string_view ext);
 
-// Step names valid as [expectations] keys.
-const std::vector<std::string>& expectation_keys();
+// The [expectations] keys with a figure: "baseline", each measured step's
+// name, "roofline".
+std::vector<std::string> expectation_keys();
 
 }  // namespace epyctune::profile::detail

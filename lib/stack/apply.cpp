@@ -85,7 +85,7 @@ std::vector<std::string> roll_back(const host::Sysroot& sys, std::vector<Applied
     auto& o = outcomes[it->outcome_index];
     try {
       restore_knob(sys, it->loc, it->before);
-      o.status = "rolled-back";
+      o.status = KnobStatus::RolledBack;
       o.after = read_location(sys, it->loc).display();
     } catch (const std::exception& e) {
       problems.push_back(
@@ -106,10 +106,10 @@ ApplyResult check_run(const std::vector<KnobPlan>& plans) {
   ApplyResult r;
   for (const auto& p : plans) {
     auto o = outcome_of(p);
-    o.status = p.status == PlanStatus::Change      ? "would-apply"
-               : p.status == PlanStatus::Unchanged ? "unchanged"
-               : p.read_errno != 0                 ? "failed"
-                                                   : "skipped";
+    o.status = p.status == PlanStatus::Change      ? KnobStatus::WouldApply
+               : p.status == PlanStatus::Unchanged ? KnobStatus::Unchanged
+               : p.read_errno != 0                 ? KnobStatus::Failed
+                                                   : KnobStatus::Skipped;
     if (p.read_errno != 0 && r.error.empty()) {
       r.error = read_fault(p);
       r.exit_code = kExitFailed;
@@ -140,7 +140,7 @@ bool refused_before_writing(const host::Sysroot& sys, const std::vector<KnobPlan
     for (size_t i = 1; i < faults.size(); ++i) r.error += "; " + faults[i];
     for (const auto& p : plans) {
       auto o = outcome_of(p);
-      o.status = p.read_errno != 0 ? "failed" : "skipped";
+      o.status = p.read_errno != 0 ? KnobStatus::Failed : KnobStatus::Skipped;
       if (p.read_errno == 0) o.reason = "not attempted: a knob could not be read";
       r.knobs.push_back(std::move(o));
     }
@@ -194,7 +194,7 @@ void journal_original(Run& run, const KnobPlan& p) {
 // A write (or journal append) failed: say which knob, path and errno, and
 // roll back this run unless keep_going.
 void fail_knob(Run& run, KnobOutcome o, const Knob& k, const std::string& reason) {
-  o.status = "failed";
+  o.status = KnobStatus::Failed;
   o.reason = reason;
   run.r.error = fmt::format("{}/{} failed: {}", k.step, k.name, o.reason);
   run.r.exit_code = kExitFailed;
@@ -220,11 +220,11 @@ void read_back(Run& run, const KnobPlan& p, KnobOutcome& o) {
   o.reboot_required = k.reboot_required;
   run.r.reboot_required |= k.reboot_required;
   if (knob_matches(k.loc, after, *k.desired)) {
-    o.status = "applied";
+    o.status = KnobStatus::Applied;
     o.reason.clear();
     return;
   }
-  o.status = "mismatch";
+  o.status = KnobStatus::Mismatch;
   o.reason = fmt::format("wrote {}, read back {}", p.desired_display(), after.display());
   if (!k.mismatch_hint.empty()) o.reason += ": " + k.mismatch_hint;
   run.r.exit_code = kExitFailed;
@@ -239,7 +239,7 @@ void change_knob(Run& run, const KnobPlan& p, KnobOutcome o) {
     write_knob(run.sys, k.loc, *k.desired);
   } catch (const host::HostError& e) {
     if (e.err() == EIO && !k.eio_means.empty()) {
-      o.status = "skipped";
+      o.status = KnobStatus::Skipped;
       o.reason = k.eio_means;
       run.r.knobs.push_back(std::move(o));
       return;
@@ -258,7 +258,7 @@ void change_knob(Run& run, const KnobPlan& p, KnobOutcome o) {
 void apply_one(Run& run, const KnobPlan& planned) {
   if (run.stopped) {
     auto o = outcome_of(planned);
-    o.status = "skipped";
+    o.status = KnobStatus::Skipped;
     o.reason = "not attempted: an earlier knob failed";
     run.r.knobs.push_back(std::move(o));
     return;
@@ -278,16 +278,16 @@ void apply_one(Run& run, const KnobPlan& planned) {
       change_knob(run, p, std::move(o));
       return;
     case PlanStatus::Unchanged:
-      o.status = "unchanged";
+      o.status = KnobStatus::Unchanged;
       break;
     case PlanStatus::Pending:
-      o.status = "skipped";
+      o.status = KnobStatus::Skipped;
       o.reboot_required = true;
       break;
     case PlanStatus::Unsupported:
     case PlanStatus::Manual:
     case PlanStatus::Info:
-      o.status = "skipped";
+      o.status = KnobStatus::Skipped;
       break;
   }
   run.r.reboot_required |= o.reboot_required;
@@ -324,9 +324,33 @@ ApplyResult apply_knobs(const host::Sysroot& sys, const std::vector<Knob>& knobs
   return r;
 }
 
+namespace {
+
+// Each status's word, spelled once for to_string and knob_status_from_string.
+constexpr std::pair<KnobStatus, std::string_view> kStatusWords[] = {
+    {KnobStatus::Applied, "applied"},        {KnobStatus::Unchanged, "unchanged"},
+    {KnobStatus::Skipped, "skipped"},        {KnobStatus::Failed, "failed"},
+    {KnobStatus::Mismatch, "mismatch"},      {KnobStatus::RolledBack, "rolled-back"},
+    {KnobStatus::WouldApply, "would-apply"}, {KnobStatus::Restored, "restored"},
+};
+
+}  // namespace
+
+std::string to_string(KnobStatus s) {
+  for (const auto& [status, word] : kStatusWords)
+    if (status == s) return std::string(word);
+  return "unknown";
+}
+
+std::optional<KnobStatus> knob_status_from_string(std::string_view s) {
+  for (const auto& [status, word] : kStatusWords)
+    if (word == s) return status;
+  return std::nullopt;
+}
+
 json to_json(const KnobOutcome& o) {
   return json{{"step", o.step},     {"knob", o.name},
-              {"path", o.path},     {"status", o.status},
+              {"path", o.path},     {"status", to_string(o.status)},
               {"before", o.before}, {"after", o.after},
               {"reason", o.reason}, {"reboot_required", o.reboot_required}};
 }

@@ -5,7 +5,9 @@
 
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/exit_codes.hpp"
@@ -21,10 +23,26 @@ using epyctune::kExitLocked;
 using epyctune::kExitOk;
 using epyctune::kExitPrivilege;
 
+// What apply or revert did with one knob. JSON and text show to_string's
+// words.
+enum class KnobStatus {
+  Applied,     // "applied": written and read back as desired
+  Unchanged,   // "unchanged": already as desired (or, reverting, already the original)
+  Skipped,     // "skipped": not written (unsupported, an operator's job, after a failure)
+  Failed,      // "failed": the read, write or journal append failed
+  Mismatch,    // "mismatch": written, but reads back otherwise
+  RolledBack,  // "rolled-back": written, then restored when a later knob failed
+  WouldApply,  // "would-apply": check mode, would be written
+  Restored,    // "restored": revert put the original back
+};
+
+std::string to_string(KnobStatus s);
+// nullopt for a word to_string never gives.
+std::optional<KnobStatus> knob_status_from_string(std::string_view s);
+
 struct KnobOutcome {
   std::string step, name, key, path;
-  std::string
-      status;  // applied | unchanged | skipped | failed | mismatch | rolled-back | would-apply
+  KnobStatus status = KnobStatus::Skipped;
   std::string before, after, reason;
   bool reboot_required = false;
 };

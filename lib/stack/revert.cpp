@@ -54,11 +54,11 @@ KnobOutcome restore_entry(const host::Sysroot& sys, const JournalEntry& e, bool&
       o.before = "(absent)";
     restore_knob(sys, e.loc, e.original);
     auto now = read_location(sys, e.loc);
-    o.status = o.before == now.display() ? "unchanged" : "restored";
-    changed |= o.status == "restored";
+    o.status = o.before == now.display() ? KnobStatus::Unchanged : KnobStatus::Restored;
+    changed |= o.status == KnobStatus::Restored;
     o.after = now.display();
   } catch (const std::exception& ex) {
-    o.status = "failed";
+    o.status = KnobStatus::Failed;
     o.reason = fmt::format("{} (journal line {})", ex.what(), e.line);
   }
   return o;
@@ -105,7 +105,7 @@ RevertResult revert_journal(const host::Sysroot& sys) {
   bool failed = false;
   for (auto it = contents.entries.rbegin(); it != contents.entries.rend(); ++it) {
     r.knobs.push_back(restore_entry(sys, *it, r.changed));
-    failed |= r.knobs.back().status == "failed";
+    failed |= r.knobs.back().status == KnobStatus::Failed;
   }
   if (failed || !contents.damage.empty()) {
     // Keep the journal: it is the only record of the originals not yet back.

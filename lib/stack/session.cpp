@@ -1,7 +1,5 @@
 #include "stack/session.hpp"
 
-#include <algorithm>
-
 #include "host/discover.hpp"
 #include "profile/loader.hpp"
 #include "profile/resolve.hpp"
@@ -30,10 +28,13 @@ Session open_session(const SessionOptions& opts) {
   }
   // Host facts once for the whole run: every step and check reads these.
   host::Capabilities caps = host::probe_capabilities(sys, topo);
-  // A CAT mask this host cannot take is the profile's error, refused here
-  // (plan, apply and verify alike) rather than skipped when applying.
-  if (std::find(steps.begin(), steps.end(), 4) != steps.end())
-    profile::validate_cat(prof, caps.l3cat);
+  // What the selected steps' sections ask of this host (a CAT mask it cannot
+  // take) is the profile's error, refused here (plan, apply and verify alike)
+  // rather than skipped when applying.
+  std::vector<std::string> sections;
+  for (int n : steps)
+    if (const Step* st = find_step(n); st && st->section) sections.push_back(st->section->name);
+  if (!sections.empty()) profile::validate_host(prof, {nullptr, &caps.l3cat}, sections);
   Session s{sys, std::move(topo),  std::move(prof), std::move(part), steps,
             {},  match.mismatches, partition_error, std::move(caps)};
   StepContext ctx{s.sys, s.profile, s.topo, s.part, partition_error, &s.caps};

@@ -27,7 +27,7 @@ stack::KnobOutcome outcome(const char* step, const char* name, const char* statu
   o.step = step;
   o.name = name;
   o.path = std::string("/sys/fake/") + name;
-  o.status = status;
+  o.status = *stack::knob_status_from_string(status);
   o.before = before;
   o.after = after;
   return o;

@@ -16,7 +16,7 @@
 
 #include "cli_host.hpp"
 #include "common/exit_codes.hpp"
-#include "stack/steps/checklist.hpp"
+#include "stack/checklist.hpp"
 #include "test_util.hpp"
 
 using namespace epyctune;
@@ -145,10 +145,12 @@ TEST_CASE("prometheus: the exposition format, label escaping, one family each") 
   stack::Checklist c;
   c.profile = "epyc\"9754\\x";
   c.timestamp_seconds = 1700000000;
-  c.lines.push_back({"irq", "name \"quoted\"\nnext", "/proc/irq/1\\smp", "1", "2", "fail", ""});
-  c.lines.push_back({"bios", "boost", "/sys/x", "0", "0", "pass", ""});
-  c.lines.push_back({"bios", "boost", "/sys/x", "0", "0", "pass", ""});  // planned twice
-  c.lines.push_back({"bios", "boost", "/sys/y", "0", "0", "skip", ""});
+  c.lines.push_back(
+      {"irq", "name \"quoted\"\nnext", "/proc/irq/1\\smp", "1", "2", stack::CheckResult::Fail, ""});
+  c.lines.push_back({"bios", "boost", "/sys/x", "0", "0", stack::CheckResult::Pass, ""});
+  c.lines.push_back(
+      {"bios", "boost", "/sys/x", "0", "0", stack::CheckResult::Pass, ""});  // planned twice
+  c.lines.push_back({"bios", "boost", "/sys/y", "0", "0", stack::CheckResult::Skip, ""});
   c.passed = 2;
   c.failed = 1;
   c.skipped = 1;

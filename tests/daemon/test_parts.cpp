@@ -46,7 +46,8 @@ TEST_CASE("the engine's ready line gives the address") {
 TEST_CASE("metrics: the checklist's then the daemon's") {
   epyctune::stack::Checklist c;
   c.profile = std::string(1, 'p');  // not = "p": GCC 12 -O2 + ASan warns -Wrestrict on that assign
-  c.lines.push_back({"numa", "thp", "/sys/x", "never", "always", "fail", ""});
+  c.lines.push_back(
+      {"numa", "thp", "/sys/x", "never", "always", epyctune::stack::CheckResult::Fail, ""});
   c.failed = 1;
   DaemonCounters k;
   k.drift_events = 2;

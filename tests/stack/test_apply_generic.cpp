@@ -90,19 +90,19 @@ TEST_CASE("apply, idempotent re-apply, check mode, revert byte-identical") {
   auto before = testing::snapshot_tree(h.dir.path());
   auto check = apply_knobs(h.sys, h.knobs(), {.check = true, .keep_going = false, .profile = ""});
   CHECK(check.changed);
-  CHECK(find(check, "thp").status == "would-apply");
+  CHECK(find(check, "thp").status == stack::KnobStatus::WouldApply);
   CHECK(testing::diff_trees(before, testing::snapshot_tree(h.dir.path())) == "");
 
   auto r = apply_knobs(h.sys, h.knobs(), {});
   CHECK(r.exit_code == kExitOk);
   CHECK(r.changed);
   CHECK(r.reboot_required);
-  CHECK(find(r, "thp").status == "applied");
+  CHECK(find(r, "thp").status == stack::KnobStatus::Applied);
   CHECK(find(r, "thp").before == "madvise");
   CHECK(find(r, "thp").after == "never");
   auto again = apply_knobs(h.sys, h.knobs(), {});
   CHECK(!again.changed);
-  for (const auto& o : again.knobs) CHECK(o.status == "unchanged");
+  for (const auto& o : again.knobs) CHECK(o.status == stack::KnobStatus::Unchanged);
   auto j = to_json(again);
   CHECK(j["changed"] == false);
   CHECK(j["steps"][0]["step"] == "numa");
@@ -141,8 +141,8 @@ TEST_CASE("a real write failure rolls back this run and names knob, path and err
   CHECK(r.error.find("isolation/IRQ 25") != std::string::npos);
   CHECK(r.error.find("proc/irq/25/smp_affinity_list") != std::string::npos);
   CHECK(r.error.find("EISDIR") != std::string::npos);
-  CHECK(find(r, "numa_balancing").status == "rolled-back");
-  CHECK(find(r, "drop-in").status == "skipped");
+  CHECK(find(r, "numa_balancing").status == stack::KnobStatus::RolledBack);
+  CHECK(find(r, "drop-in").status == stack::KnobStatus::Skipped);
   // Host state is back as before the run (only epyctune's own state dir differs).
   auto after = testing::snapshot_tree(h.dir.path());
   for (auto it = after.entries.begin(); it != after.entries.end();)
@@ -170,8 +170,8 @@ TEST_CASE("a real write failure rolls back this run and names knob, path and err
     clear_write_hooks();
     CHECK(k.exit_code == kExitFailed);
     CHECK(!k.rolled_back);
-    CHECK(find(k, "IRQ 25").status == "failed");
-    CHECK(find(k, "drop-in").status == "applied");
+    CHECK(find(k, "IRQ 25").status == stack::KnobStatus::Failed);
+    CHECK(find(k, "drop-in").status == stack::KnobStatus::Applied);
     CHECK(revert_journal(h.sys).exit_code == kExitOk);
   }
 }
@@ -188,9 +188,9 @@ TEST_CASE("EIO on a managed IRQ is 'unchangeable', not a failure; a short read-b
                    }});
   auto r = apply_knobs(h.sys, h.knobs(), {});
   clear_write_hooks();
-  CHECK(find(r, "IRQ 24").status == "skipped");
+  CHECK(find(r, "IRQ 24").status == stack::KnobStatus::Skipped);
   CHECK(find(r, "IRQ 24").reason == "unchangeable: managed IRQ");
-  CHECK(find(r, "numa_balancing").status == "mismatch");
+  CHECK(find(r, "numa_balancing").status == stack::KnobStatus::Mismatch);
   CHECK(find(r, "numa_balancing").reason.find("read back 1") != std::string::npos);
   CHECK(r.exit_code == kExitFailed);
   CHECK(!r.rolled_back);

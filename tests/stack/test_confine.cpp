@@ -107,7 +107,7 @@ TEST_CASE("revert through a symlinked knob directory pointing out fails that kno
   auto r = revert_journal(j.sys);
   CHECK(r.exit_code == kExitFailed);
   REQUIRE(r.knobs.size() == 1);
-  CHECK(r.knobs[0].status == "failed");
+  CHECK(r.knobs[0].status == stack::KnobStatus::Failed);
   CHECK(read_file(j.outside / "kernel/numa_balancing") == "1\n");
   CHECK(fs::exists(j.root / "var/lib/epyctune/journal"));
 }

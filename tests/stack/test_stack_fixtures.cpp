@@ -7,10 +7,10 @@
 #include <fstream>
 
 #include "stack/apply.hpp"
+#include "stack/checklist.hpp"
 #include "stack/host_writes.hpp"
 #include "stack/plan.hpp"
 #include "stack/revert.hpp"
-#include "stack/steps/checklist.hpp"
 #include "stack_harness.hpp"
 #include "stack_test_util.hpp"
 #include "tree_snapshot.hpp"
@@ -23,14 +23,15 @@ namespace {
 std::string failures(const Checklist& c) {
   std::string s;
   for (const auto& l : c.lines)
-    if (l.result == "fail") s += l.step + "/" + l.name + ": " + l.reason + "\n";
+    if (l.result == CheckResult::Fail) s += l.step + "/" + l.name + ": " + l.reason + "\n";
   return s;
 }
 
 std::string apply_problems(const ApplyResult& r) {
   std::string s = r.error;
   for (const auto& o : r.knobs)
-    if (o.status == "failed" || o.status == "mismatch") s += "\n" + o.name + ": " + o.reason;
+    if (o.status == stack::KnobStatus::Failed || o.status == stack::KnobStatus::Mismatch)
+      s += "\n" + o.name + ": " + o.reason;
   return s;
 }
 
@@ -95,7 +96,7 @@ TEST_CASE("MSR writes refused without AMD + family + the PrefetchControl CPUID b
     CHECK(knobs[0].unsupported.find(why) != std::string::npos);
     auto before = testing::snapshot_tree(h.dir.path());
     auto r = apply_knobs(h.sys, knobs, {});
-    CHECK(r.knobs[0].status == "skipped");
+    CHECK(r.knobs[0].status == stack::KnobStatus::Skipped);
     CHECK(testing::diff_trees(before, testing::snapshot_tree(h.dir.path())) == "");
   };
   auto intel = h.topo;
@@ -180,7 +181,7 @@ TEST_CASE("partial hugepage reservation is reported, not hidden") {
   for (const auto& o : r.knobs)
     if (o.name == "node0 2M hugepages") {
       seen = true;
-      CHECK(o.status == "mismatch");
+      CHECK(o.status == stack::KnobStatus::Mismatch);
       CHECK(o.after == "1000");
       CHECK(o.reason.find("reserved fewer 2M pages than asked") != std::string::npos);
     }

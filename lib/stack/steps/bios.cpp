@@ -2,6 +2,8 @@
 // what the kernel exposes at run time (SMT, boost) is a knob.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "stack/steps.hpp"
 
 namespace epyctune::stack {
@@ -75,9 +77,7 @@ std::vector<Knob> boost_knobs(const StepContext& ctx) {
   return knobs;
 }
 
-}  // namespace
-
-std::vector<Knob> bios_knobs(const StepContext& ctx) {
+std::vector<Knob> build(const StepContext& ctx) {
   std::vector<Knob> knobs;
   knobs.push_back(nps_knob(ctx));
   if (ctx.profile.bios.smt != "keep") knobs.push_back(smt_knob(ctx));
@@ -97,5 +97,33 @@ std::vector<Knob> bios_knobs(const StepContext& ctx) {
   }
   return knobs;
 }
+
+profile::Section section() {
+  using profile::BiosStep;
+  profile::Keys<BiosStep> k;
+  k.integer("expect_nps", &BiosStep::expect_nps, 0, 4)
+      .choice("smt", &BiosStep::smt, {"on", "off", "keep"})
+      .choice("determinism", &BiosStep::determinism, {"performance", "power", "any"})
+      .choice("boost", &BiosStep::boost, {"on", "off", "keep"});
+  auto check = [](const BiosStep& b, const profile::Profile& p, profile::Checker& c) {
+    const auto& nps = p.hardware.nps_supported;
+    if (!nps.empty() && b.expect_nps != 0 &&
+        std::find(nps.begin(), nps.end(), b.expect_nps) == nps.end())
+      c.error("bios.expect_nps", fmt::format("NPS{} is not offered by this machine", b.expect_nps),
+              "use one of hardware.nps_supported");
+  };
+  return profile::section_of(kStep, profile::field(&profile::Profile::bios), k, check);
+}
+
+// Host-wide knobs (NPS, SMT, boost): no partition needed.
+const StepRegistrar registrar({
+    .number = 1,
+    .name = kStep,
+    .title = "BIOS checks: NPS, SMT, determinism, boost",
+    .section = section(),
+    .build = build,
+});
+
+}  // namespace
 
 }  // namespace epyctune::stack

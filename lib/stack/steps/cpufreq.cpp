@@ -127,9 +127,7 @@ void add_cpu(const StepContext& ctx, std::vector<Knob>& knobs, int cpu, Mode mod
   knobs.push_back(freq_knob("scaling_setspeed", target));
 }
 
-}  // namespace
-
-std::vector<Knob> cpufreq_knobs(const StepContext& ctx) {
+std::vector<Knob> build(const StepContext& ctx) {
   std::vector<Knob> knobs;
   auto inference = inference_cpus(ctx.part);
   int probe = !inference.empty()              ? inference.front()
@@ -156,5 +154,31 @@ std::vector<Knob> cpufreq_knobs(const StepContext& ctx) {
     add_cpu(ctx, knobs, cpu, mode, ctx.profile.cpufreq.verify_freq, "cpufreq.verify_freq");
   return knobs;
 }
+
+profile::Section section() {
+  using profile::CpufreqStep;
+  profile::Keys<CpufreqStep> k;
+  k.choice("governor", &CpufreqStep::governor,
+           {"performance", "powersave", "userspace", "schedutil", "ondemand", "conservative"})
+      .freq("draft_freq", &CpufreqStep::draft_freq)
+      .freq("verify_freq", &CpufreqStep::verify_freq)
+      .choice("epp", &CpufreqStep::epp,
+              {"default", "performance", "balance_performance", "balance_power", "power", "keep"});
+  return profile::section_of(kStep, profile::field(&profile::Profile::cpufreq), k);
+}
+
+// Per draft and verify CPU. The cpufreq driver is probed before any CPU is
+// looked at.
+const StepRegistrar registrar({
+    .number = 5,
+    .name = kStep,
+    .title = "Per-CCD frequency",
+    .section = section(),
+    .needs_partition = true,
+    .reports_host_without_partition = true,
+    .build = build,
+});
+
+}  // namespace
 
 }  // namespace epyctune::stack

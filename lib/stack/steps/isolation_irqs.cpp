@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "common/cpulist.hpp"
+#include "stack/confine.hpp"
 #include "stack/steps.hpp"
 
 namespace epyctune::stack {
@@ -174,14 +175,53 @@ void add_irq_knobs(const StepContext& ctx, std::vector<Knob>& knobs,
   }
 }
 
-}  // namespace
-
-std::vector<Knob> isolation_knobs(const StepContext& ctx) {
+std::vector<Knob> build(const StepContext& ctx) {
   std::vector<Knob> knobs;
   auto inference = inference_cpus(ctx.part);
   add_boot_knobs(ctx, knobs, inference);
   if (ctx.profile.isolation.irq_affinity) add_irq_knobs(ctx, knobs, inference);
   return knobs;
 }
+
+profile::Section section() {
+  using profile::IsolationStep;
+  profile::Keys<IsolationStep> k;
+  k.flag("isolate", &IsolationStep::isolate)
+      .flag("nohz_full", &IsolationStep::nohz_full)
+      .flag("rcu_nocbs", &IsolationStep::rcu_nocbs)
+      .flag("irq_affinity", &IsolationStep::irq_affinity)
+      // GRUB sources /etc/default/grub.d/*.cfg: any other path would be a file
+      // root writes for nothing, or one it must never write.
+      .path("bootloader_dropin", &IsolationStep::bootloader_dropin, kGrubDropinDir, ".cfg",
+            "/etc/default/grub.d/epyctune.cfg");
+  return profile::section_of(kStep, profile::field(&profile::Profile::isolation), k);
+}
+
+// The drop-in is shell that update-grub sources as root: never anywhere GRUB
+// does not read, nor outside its directory.
+void confine(const profile::Profile& p, const Confinement& c) {
+  const auto& iso = p.isolation;
+  if (!iso.isolate && !iso.nohz_full && !iso.rcu_nocbs) return;
+  c.file_under("[isolation] bootloader_dropin", iso.bootloader_dropin, kGrubDropinDir,
+               "/etc/default/grub.d/epyctune.cfg");
+  auto rest = iso.bootloader_dropin.substr(
+      std::min(iso.bootloader_dropin.size(), std::string(kGrubDropinDir).size() + 1));
+  if (rest.find('/') != std::string::npos)
+    c.refuse("[isolation] bootloader_dropin", iso.bootloader_dropin,
+             "is in a subdirectory, which GRUB does not read",
+             "put it directly in /etc/default/grub.d");
+}
+
+const StepRegistrar registrar({
+    .number = 3,
+    .name = kStep,
+    .title = "Core isolation and IRQ affinity",
+    .section = section(),
+    .needs_partition = true,
+    .build = build,
+    .confine = confine,
+});
+
+}  // namespace
 
 }  // namespace epyctune::stack

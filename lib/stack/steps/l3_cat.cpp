@@ -4,6 +4,9 @@
 // launches, so this step only shapes the groups.
 #include <fmt/format.h>
 
+#include <utility>
+
+#include "stack/confine.hpp"
 #include "stack/steps.hpp"
 #include "stack/text_util.hpp"
 
@@ -50,9 +53,7 @@ Knob schemata_knob(const std::string& group, const std::string& path, int domain
   return k;
 }
 
-}  // namespace
-
-std::vector<Knob> cat_knobs(const StepContext& ctx) {
+std::vector<Knob> build(const StepContext& ctx) {
   const auto& cat = ctx.profile.cat;
   std::vector<Knob> knobs;
   if (!cat.enabled) return knobs;
@@ -126,5 +127,90 @@ std::vector<Knob> cat_knobs(const StepContext& ctx) {
         schemata_knob("root group", std::string(kRoot) + "/schemata", cache_id(l3), root));
   return knobs;
 }
+
+void check(const profile::CatStep& cat, const profile::Profile&, profile::Checker& c) {
+  // resctrl's own entries under /sys/fs/resctrl; a group by that name would
+  // write into them.
+  for (const char* reserved : {"info", "mon_groups", "mon_data"})
+    for (const auto& [key, group] : {std::pair{"cat.draft_group", cat.draft_group},
+                                     std::pair{"cat.verify_group", cat.verify_group}})
+      if (group == reserved)
+        c.error(key, fmt::format("\"{}\" is resctrl's own directory, not a group name", group),
+                "pick another name, e.g. \"epyctune-draft\"");
+  if (cat.draft_group == cat.verify_group)
+    c.error("cat.verify_group",
+            fmt::format("draft and verify share the resctrl group \"{}\"", cat.verify_group),
+            "give each side its own group");
+}
+
+void check_host(const profile::CatStep& cat, const profile::Profile&, const profile::CheckHost& h,
+                profile::Checker& c) {
+  if (!h.l3cat) return;
+  const host::ResctrlL3& l3 = *h.l3cat;
+  if (!cat.enabled || !l3.present) return;  // no L3 CAT here: the cat step says so
+  if (!l3.error.empty())
+    return c.error("cat.enabled", l3.error,
+                   "fix the host's resctrl, or set cat.enabled = false (or skip step 4)");
+  if (l3.num_closids < 3)
+    c.error("cat.enabled",
+            fmt::format("this host offers {} resctrl CLOSIDs (info/L3/num_closids); the cat "
+                        "step needs 3: the root group, {} and {}",
+                        l3.num_closids, cat.draft_group, cat.verify_group),
+            "set cat.enabled = false, or skip step 4 (--steps)");
+  auto check = [&](const char* key, const std::string& cbm) {
+    if (cbm == "all") return;
+    auto why = host::cat_mask_problem(std::stoull(cbm, nullptr, 16), l3);
+    if (!why.empty())
+      c.error(key, why,
+              fmt::format("use at least {}{} bits within {:x}, or \"all\"", l3.min_cbm_bits,
+                          l3.sparse_masks ? "" : " contiguous", l3.cbm_mask));
+  };
+  check("cat.draft_cbm", cat.draft_cbm);
+  check("cat.verify_cbm", cat.verify_cbm);
+  check("cat.default_cbm", cat.default_cbm);
+}
+
+profile::Section section() {
+  using profile::CatStep;
+  profile::Keys<CatStep> k;
+  k.flag("enabled", &CatStep::enabled)
+      .identifier("draft_group", &CatStep::draft_group)
+      .identifier("verify_group", &CatStep::verify_group)
+      .cbm("draft_cbm", &CatStep::draft_cbm)
+      .cbm("verify_cbm", &CatStep::verify_cbm)
+      .cbm("default_cbm", &CatStep::default_cbm);
+  return profile::section_of(kStep, profile::field(&profile::Profile::cat), k, check, check_host);
+}
+
+// The groups become directories under /sys/fs/resctrl: never one of
+// resctrl's own, and nothing a path could escape with.
+void confine(const profile::Profile& p, const Confinement& c) {
+  if (!p.cat.enabled) return;
+  for (const auto& [key, name] : {std::pair{"[cat] draft_group", &p.cat.draft_group},
+                                  std::pair{"[cat] verify_group", &p.cat.verify_group}}) {
+    auto problem = component_problem(*name);
+    if (problem.empty() && (*name == "info" || *name == "mon_groups" || *name == "mon_data"))
+      problem = "is a directory resctrl itself owns";
+    if (problem.empty() && name->find_first_of(" \t\"'") != std::string::npos)
+      problem = "holds a space or quote";
+    if (!problem.empty())
+      c.refuse(key, *name, problem, "use a plain resctrl group name such as \"epyctune-draft\"");
+  }
+}
+
+// The groups' masks are per inference L3 domain. CAT support is probed
+// before any domain is looked at.
+const StepRegistrar registrar({
+    .number = 4,
+    .name = kStep,
+    .title = "L3 cache allocation (resctrl)",
+    .section = section(),
+    .needs_partition = true,
+    .reports_host_without_partition = true,
+    .build = build,
+    .confine = confine,
+});
+
+}  // namespace
 
 }  // namespace epyctune::stack

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "launch/from_profile.hpp"
+#include "stack/journal.hpp"
 #include "stack/steps.hpp"
 
 namespace epyctune::stack {
@@ -27,8 +28,6 @@ std::vector<Knob> section_knob(const StepContext& ctx, const std::string& step,
   return knobs;
 }
 
-}  // namespace
-
 std::vector<Knob> weights_knobs(const StepContext& ctx) {
   auto plan = launch::plan_from_profile(ctx.profile, ctx.part);
   return section_knob(ctx, "weights", ctx.profile.weights.launch_config, "weights",
@@ -40,5 +39,59 @@ std::vector<Knob> spec_knobs(const StepContext& ctx) {
   return section_knob(ctx, "spec", ctx.profile.spec.launch_config, "spec",
                       launch::spec_section(plan));
 }
+
+constexpr const char* kExample = "/var/lib/epyctune/engine.toml";
+
+profile::Section weights_section() {
+  using profile::WeightsStep;
+  profile::Keys<WeightsStep> k;
+  k.choice("layout", &WeightsStep::layout, {"interleave", "split", "local"})
+      .flag("hugepages", &WeightsStep::hugepages)
+      .path("launch_config", &WeightsStep::launch_config, "", ".toml", kExample);
+  return profile::section_of("weights", profile::field(&profile::Profile::weights), k);
+}
+
+profile::Section spec_section() {
+  using profile::SpecStep;
+  profile::Keys<SpecStep> k;
+  k.choice("draft_source", &SpecStep::draft_source, {"model", "lookup", "cascade"})
+      .integer("draft_len", &SpecStep::draft_len, 1, 64)
+      .integer("draft_threads", &SpecStep::draft_threads, 0, 8192)
+      .integer("verify_threads", &SpecStep::verify_threads, 0, 8192)
+      .path("launch_config", &SpecStep::launch_config, "", ".toml", kExample);
+  return profile::section_of("spec", profile::field(&profile::Profile::spec), k);
+}
+
+// The launch config is state epyctune owns: under its state directory only.
+void confine_weights(const profile::Profile& p, const Confinement& c) {
+  c.file_under("[weights] launch_config", p.weights.launch_config, kStateDir, kExample);
+}
+
+void confine_spec(const profile::Profile& p, const Confinement& c) {
+  c.file_under("[spec] launch_config", p.spec.launch_config, kStateDir, kExample);
+}
+
+const StepRegistrar weights({
+    .number = 7,
+    .name = "weights",
+    .title = "NUMA weight layout (engine launch config)",
+    .section = weights_section(),
+    .needs_partition = true,
+    .build = weights_knobs,
+    .confine = confine_weights,
+});
+
+const StepRegistrar spec({
+    .number = 8,
+    .name = "spec",
+    .title = "Speculative decoding CCD partition (engine launch config)",
+    .section = spec_section(),
+    .needs_partition = true,
+    .drafts = true,
+    .build = spec_knobs,
+    .confine = confine_spec,
+});
+
+}  // namespace
 
 }  // namespace epyctune::stack

@@ -63,9 +63,7 @@ void add_hugepages(const StepContext& ctx, std::vector<Knob>& knobs, uint64_t pa
   }
 }
 
-}  // namespace
-
-std::vector<Knob> numa_knobs(const StepContext& ctx) {
+std::vector<Knob> build(const StepContext& ctx) {
   const auto& n = ctx.profile.numa;
   std::vector<Knob> knobs;
   knobs.push_back(value_knob(kStep, "numa_balancing", "/proc/sys/kernel/numa_balancing", Canon::Int,
@@ -101,5 +99,76 @@ std::vector<Knob> numa_knobs(const StepContext& ctx) {
     add_hugepages(ctx, knobs, 1048576, n.hugepages_1g_per_node, "numa.hugepages_1g_per_node");
   return knobs;
 }
+
+// Hugepages must leave the node room to run: at most 90% of its memory.
+void check_host(const profile::NumaStep& n, const profile::Profile&, const profile::CheckHost& h,
+                profile::Checker& c) {
+  if (!h.topo) return;
+  const host::Topology& t = *h.topo;
+  int cpu_nodes = 0;
+  for (const auto& node : t.numa_nodes) cpu_nodes += node.cpus.empty() ? 0 : 1;
+  uint64_t per_node_2m =
+      n.hugepages_2m_per_node >= 0
+          ? static_cast<uint64_t>(n.hugepages_2m_per_node) << 21
+          : static_cast<uint64_t>(profile::auto_hugepages_2m_per_node(n, cpu_nodes)) << 21;
+  uint64_t need = per_node_2m + (static_cast<uint64_t>(n.hugepages_1g_per_node) << 30);
+  for (const auto& node : t.numa_nodes) {
+    if (node.cpus.empty() || node.memory_bytes == 0) continue;
+    if (need > node.memory_bytes / 10 * 9) {
+      std::string key =
+          n.hugepages_2m_per_node >= 0 ? "numa.hugepages_2m_per_node" : "numa.model_gb";
+      if (n.hugepages_1g_per_node > 0 && per_node_2m < need / 2) key = "numa.hugepages_1g_per_node";
+      c.error(
+          key,
+          fmt::format("hugepages need {:.1f} GiB per node but node {} has {:.1f} GiB (at most 90% "
+                      "may be reserved)",
+                      static_cast<double>(need) / (1ull << 30), node.os_index,
+                      static_cast<double>(node.memory_bytes) / (1ull << 30)),
+          "reserve fewer pages, or a smaller model_gb for \"auto\"");
+      break;
+    }
+  }
+}
+
+profile::Section section() {
+  using profile::KeyReader;
+  using profile::NumaStep;
+  profile::Keys<NumaStep> k;
+  k.flag("numa_balancing", &NumaStep::numa_balancing)
+      .choice("thp", &NumaStep::thp, {"always", "madvise", "never", "keep"})
+      .custom(
+          "hugepages_2m_per_node",
+          [](KeyReader& r, const char* key, NumaStep& n) {
+            if (auto word = r.if_string(key)) {
+              if (*word == "auto")
+                n.hugepages_2m_per_node = -1;
+              else
+                r.error(key, r.dotted(key) + " must be \"auto\" or a page count",
+                        "e.g. hugepages_2m_per_node = 2048 (4 GiB per node)");
+            } else {
+              r.get_int(key, n.hugepages_2m_per_node, 0, int64_t{1} << 30);
+            }
+          },
+          [](const NumaStep& n) {
+            return n.hugepages_2m_per_node < 0 ? nlohmann::json("auto")
+                                               : nlohmann::json(n.hugepages_2m_per_node);
+          })
+      .integer("hugepages_1g_per_node", &NumaStep::hugepages_1g_per_node, 0, 1 << 20)
+      .number("model_gb", &NumaStep::model_gb, 0, 4096)
+      .number("hugepage_headroom", &NumaStep::hugepage_headroom, 1.0, 4.0);
+  return profile::section_of(kStep, profile::field(&profile::Profile::numa), k, {}, check_host);
+}
+
+// Host-wide knobs (balancing, THP) need no partition; the hugepages, sized
+// per inference node, say themselves when it does not fit.
+const StepRegistrar registrar({
+    .number = 2,
+    .name = kStep,
+    .title = "NUMA policy and hugepages",
+    .section = section(),
+    .build = build,
+});
+
+}  // namespace
 
 }  // namespace epyctune::stack

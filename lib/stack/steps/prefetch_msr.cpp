@@ -6,6 +6,8 @@
 // family-10h DC_CFG recipe (0xC0011022) is refused always.
 #include <fmt/format.h>
 
+#include <limits>
+
 #include "common/cpulist.hpp"
 #include "stack/steps.hpp"
 
@@ -63,9 +65,7 @@ void add_msr(const StepContext& ctx, std::vector<Knob>& knobs, const std::vector
   }
 }
 
-}  // namespace
-
-std::vector<Knob> prefetch_knobs(const StepContext& ctx) {
+std::vector<Knob> build(const StepContext& ctx) {
   const auto& pf = ctx.profile.prefetch;
   std::vector<Knob> knobs;
   if (!pf.enabled) return knobs;
@@ -114,5 +114,79 @@ std::vector<Knob> prefetch_knobs(const StepContext& ctx) {
   }
   return knobs;
 }
+
+void check_msr_address(profile::Checker& c, const std::string& key, uint32_t addr) {
+  if (addr == kDcCfg)
+    c.error(
+        key, "MSR 0xC0011022 (DC_CFG) is refused",
+        "the bit 13/15 prefetch recipe is for family 10h; on Zen use PrefetchControl 0xC0000108");
+}
+
+void check(const profile::PrefetchStep& pf, const profile::Profile&, profile::Checker& c) {
+  check_msr_address(c, "prefetch.msr", pf.msr);
+  if (pf.msr != kPrefetchControl)
+    c.error("prefetch.msr",
+            fmt::format("the prefetch step writes PrefetchControl, not {:#x}", pf.msr),
+            "keep msr = 0xC0000108; list other MSRs under [[prefetch.extra]] with a reason");
+  if (pf.mask & ~kDocumentedPrefetchBits)
+    c.error(
+        "prefetch.mask",
+        fmt::format("prefetch.mask = {:#x} reaches PrefetchControl bits {:#x}, which AMD does not "
+                    "document (Zen 5 resets bits 6-9 to 0x3C0 with no published meaning)",
+                    pf.mask, pf.mask & ~kDocumentedPrefetchBits),
+        "keep the mask within 0x2F: L1Stream 0x1, L1Stride 0x2, L1Region 0x4, L2Stream 0x8, "
+        "L2UpDown 0x20");
+  if (pf.value & ~pf.mask)
+    c.error("prefetch.value",
+            fmt::format("value {:#x} sets bits outside mask {:#x}", pf.value, pf.mask),
+            "clear those bits or widen the mask");
+  for (const auto& x : pf.extra) {
+    check_msr_address(c, "prefetch.extra", x.address);
+    if (x.mask == 0 || (x.value & ~x.mask))
+      c.error("prefetch.extra",
+              fmt::format("MSR {:#x}: mask {:#x}, value {:#x}", x.address, x.mask, x.value),
+              "give a non-zero mask that covers every bit of value");
+  }
+}
+
+profile::Section section() {
+  using profile::ExtraMsr;
+  using profile::KeyReader;
+  using profile::PrefetchStep;
+  using profile::ShowAs;
+  constexpr int64_t kU64 = std::numeric_limits<int64_t>::max();
+  profile::Keys<ExtraMsr> extra;
+  extra.integer("address", &ExtraMsr::address, 0, 0xFFFFFFFFll)
+      .integer("mask", &ExtraMsr::mask, 0, kU64)
+      .integer("value", &ExtraMsr::value, 0, kU64)
+      .text("reason", &ExtraMsr::reason, profile::kLongText);
+  profile::Keys<PrefetchStep> k;
+  k.flag("enabled", &PrefetchStep::enabled)
+      .integer("msr", &PrefetchStep::msr, 0, 0xFFFFFFFFll, ShowAs::Hex)
+      .integer("mask", &PrefetchStep::mask, 0, kU64, ShowAs::Hex)
+      .integer("value", &PrefetchStep::value, 0, kU64, ShowAs::Hex)
+      .choice("cpus", &PrefetchStep::cpus, {"inference", "all"})
+      .tables("extra", &PrefetchStep::extra, extra, "[[prefetch.extra]] address = 0x... ",
+              [](KeyReader& x, const ExtraMsr& m) {
+                if (!x.has("address") || m.reason.empty())
+                  x.error_here("[[prefetch.extra]] needs an address and a reason",
+                               "say which MSR and why the operator allows writing it");
+              });
+  return profile::section_of(kStep, profile::field(&profile::Profile::prefetch), k, check);
+}
+
+// On the inference CPUs (or all). Who may write MSRs here is probed
+// before any CPU is looked at.
+const StepRegistrar registrar({
+    .number = 6,
+    .name = kStep,
+    .title = "Hardware prefetcher MSRs",
+    .section = section(),
+    .needs_partition = true,
+    .reports_host_without_partition = true,
+    .build = build,
+});
+
+}  // namespace
 
 }  // namespace epyctune::stack

@@ -1,4 +1,4 @@
-#include "stack/steps/checklist.hpp"
+#include "stack/checklist.hpp"
 
 #include <fmt/format.h>
 
@@ -40,19 +40,19 @@ std::string render_prometheus(const Checklist& c) {
   w.sample("epyctune_verify_timestamp_seconds", double(c.timestamp_seconds),
            {{"profile", c.profile}});
   w.family("epyctune_verify_checks", "gauge", "Number of epyctune verify checks by result.");
-  const std::pair<const char*, int> by_result[] = {
-      {"pass", c.passed}, {"fail", c.failed}, {"skip", c.skipped}};
+  const std::pair<CheckResult, int> by_result[] = {
+      {CheckResult::Pass, c.passed}, {CheckResult::Fail, c.failed}, {CheckResult::Skip, c.skipped}};
   for (const auto& [result, n] : by_result)
-    w.sample("epyctune_verify_checks", n, {{"profile", c.profile}, {"result", result}});
+    w.sample("epyctune_verify_checks", n, {{"profile", c.profile}, {"result", to_string(result)}});
   w.family("epyctune_verify_check", "gauge",
            "Result of one epyctune verify check: 1 pass, 0 fail, -1 skipped.");
   std::set<std::tuple<std::string, std::string, std::string>> seen;
   for (const auto& l : c.lines) {
     if (!seen.insert({l.step, l.name, l.path}).second) continue;
     w.sample("epyctune_verify_check",
-             l.result == "pass"   ? 1
-             : l.result == "fail" ? 0
-                                  : -1,
+             l.result == CheckResult::Pass   ? 1
+             : l.result == CheckResult::Fail ? 0
+                                             : -1,
              {{"profile", c.profile}, {"step", l.step}, {"knob", l.name}, {"path", l.path}});
   }
   return w.take();
@@ -67,7 +67,23 @@ std::string md_cell(const std::string& s) {
   return o;
 }
 
+// Each result's word, spelled once for to_string and check_result_from_string.
+constexpr std::pair<CheckResult, std::string_view> kResultWords[] = {
+    {CheckResult::Pass, "pass"}, {CheckResult::Fail, "fail"}, {CheckResult::Skip, "skip"}};
+
 }  // namespace
+
+std::string to_string(CheckResult r) {
+  for (const auto& [result, word] : kResultWords)
+    if (result == r) return std::string(word);
+  return "unknown";
+}
+
+std::optional<CheckResult> check_result_from_string(std::string_view s) {
+  for (const auto& [result, word] : kResultWords)
+    if (word == s) return result;
+  return std::nullopt;
+}
 
 Checklist make_checklist(const std::vector<KnobPlan>& plans, const std::string& profile,
                          bool ignore_missing) {
@@ -86,26 +102,28 @@ Checklist make_checklist(const std::vector<KnobPlan>& plans, const std::string& 
     l.reason = p.reason;
     switch (p.status) {
       case PlanStatus::Unchanged:
-        l.result = "pass";
+        l.result = CheckResult::Pass;
         break;
       case PlanStatus::Change:
-        l.result = "fail";
+        l.result = CheckResult::Fail;
         if (l.reason.empty()) l.reason = "differs: run `epyctune apply`";
         break;
       case PlanStatus::Manual:
-        l.result = "fail";
+        l.result = CheckResult::Fail;
         break;
       case PlanStatus::Unsupported:
         // A read fault is a failure even where missing knobs may be skipped.
-        l.result = ignore_missing && p.read_errno == 0 ? "skip" : "fail";
+        l.result = ignore_missing && p.read_errno == 0 ? CheckResult::Skip : CheckResult::Fail;
         l.reason = "unsupported: " + l.reason;
         break;
       case PlanStatus::Pending:
       case PlanStatus::Info:
-        l.result = "skip";
+        l.result = CheckResult::Skip;
         break;
     }
-    (l.result == "pass" ? c.passed : l.result == "fail" ? c.failed : c.skipped)++;
+    (l.result == CheckResult::Pass   ? c.passed
+     : l.result == CheckResult::Fail ? c.failed
+                                     : c.skipped)++;
     c.lines.push_back(std::move(l));
   }
   return c;
@@ -134,7 +152,9 @@ std::string render_checklist(const Checklist& c, ChecklistFormat f) {
       out += fmt::format("{:<6}{:<{}}  {:<{}}  {:<{}}  {}\n", "", "STEP", w_step, "KNOB", w_name,
                          "EXPECTED", w_exp, "ACTUAL");
       for (const auto& l : c.lines) {
-        std::string mark = l.result == "pass" ? "[ok]" : l.result == "fail" ? "[FAIL]" : "[skip]";
+        std::string mark = l.result == CheckResult::Pass   ? "[ok]"
+                           : l.result == CheckResult::Fail ? "[FAIL]"
+                                                           : "[skip]";
         out +=
             fmt::format("{:<6}{:<{}}  {:<{}}  {:<{}}  {}", mark, l.step, w_step, one_line(l.name),
                         w_name, one_line(l.expected, 40), w_exp, one_line(l.actual, 40));
@@ -153,7 +173,7 @@ std::string render_checklist(const Checklist& c, ChecklistFormat f) {
                          {"path", l.path},
                          {"expected", l.expected},
                          {"actual", l.actual},
-                         {"result", l.result},
+                         {"result", to_string(l.result)},
                          {"reason", l.reason}});
       nlohmann::json j{{"schema_version", 1}, {"profile", c.profile}, {"ok", c.ok()},
                        {"passed", c.passed},  {"failed", c.failed},   {"skipped", c.skipped},
@@ -166,7 +186,7 @@ std::string render_checklist(const Checklist& c, ChecklistFormat f) {
       out += "|---|---|---|---|---|---|\n";
       for (const auto& l : c.lines)
         out +=
-            fmt::format("| {} | {} | {} | {} | {} | {} |\n", l.result, md_cell(l.step),
+            fmt::format("| {} | {} | {} | {} | {} | {} |\n", to_string(l.result), md_cell(l.step),
                         md_cell(l.name), md_cell(l.expected), md_cell(l.actual), md_cell(l.reason));
       out += fmt::format("\n**{}**: {} passed, {} failed, {} skipped\n",
                          c.ok() ? "verified" : "not verified", c.passed, c.failed, c.skipped);
@@ -183,9 +203,9 @@ std::string render_checklist(const Checklist& c, ChecklistFormat f) {
                            xml_escape(l.name));
         std::string msg = fmt::format("expected {}, actual {}{}", one_line(l.expected),
                                       one_line(l.actual), l.reason.empty() ? "" : ": " + l.reason);
-        if (l.result == "fail")
+        if (l.result == CheckResult::Fail)
           out += fmt::format("<failure message=\"{}\"/>", xml_escape(msg));
-        else if (l.result == "skip")
+        else if (l.result == CheckResult::Skip)
           out += fmt::format("<skipped message=\"{}\"/>", xml_escape(msg));
         out += "</testcase>\n";
       }

@@ -1,20 +1,29 @@
-// Step 9, verification: a plan in which nothing should change, shown as a
-// checklist — every knob, expected, actual, pass/fail/skip — in the formats
+// Verification (step 9, steps/verify.cpp): a plan in which nothing should
+// change, shown as a checklist — every knob, expected, actual, pass/fail/skip — in the formats
 // operators feed to people and machines (table, json, md, junit, prometheus).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "stack/plan.hpp"
 
 namespace epyctune::stack {
 
+// One check's result; every format shows to_string's word.
+enum class CheckResult { Pass, Fail, Skip };
+
+std::string to_string(CheckResult r);  // "pass", "fail", "skip"
+// nullopt for a word to_string never gives.
+std::optional<CheckResult> check_result_from_string(std::string_view s);
+
 struct CheckLine {
   std::string step, name, path;
   std::string expected, actual;
-  std::string result;  // pass | fail | skip
+  CheckResult result = CheckResult::Skip;
   std::string reason;
 };
 
