@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <fstream>
 #include <stdexcept>
 #include <string>
@@ -28,16 +29,18 @@ std::vector<int> parse_cpus(std::string_view spec) {
     throw std::invalid_argument("'" + std::string(spec) + "': " + e.what());
   }
   if (cpus.empty()) throw std::invalid_argument("'" + std::string(spec) + "': no CPU listed");
-  auto allowed = allowed_cpus();
-  for (int c : cpus) {
-    bool ok = false;
-    for (int a : allowed) ok = ok || a == c;
-    if (!ok)
-      throw std::invalid_argument(
-          "CPU " + std::to_string(c) +
-          " is not available to this process (allowed: " + common::format_cpulist(allowed) + ")");
-  }
+  if (auto why = unusable_cpus(cpus); !why.empty()) throw std::invalid_argument(why);
   return cpus;
+}
+
+std::string unusable_cpus(const std::vector<int>& cpus) {
+  if (cpus.empty()) return "no CPU listed";
+  const auto allowed = allowed_cpus();
+  for (int c : cpus)
+    if (std::find(allowed.begin(), allowed.end(), c) == allowed.end())
+      return "CPU " + std::to_string(c) +
+             " is not available to this process (allowed: " + common::format_cpulist(allowed) + ")";
+  return "";
 }
 
 std::vector<int> first_cpus(int n) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <filesystem>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -14,6 +15,9 @@ std::vector<int> allowed_cpus();
 // not use throws std::invalid_argument naming it and listing the allowed ones.
 // The message names no flag: the caller knows which option held the list.
 std::vector<int> parse_cpus(std::string_view spec);
+// Why `cpus` cannot be a pool here (empty, or a CPU this process may not
+// use), or "" when it can: parse_cpus' check, for lists parsed elsewhere.
+std::string unusable_cpus(const std::vector<int>& cpus);
 
 // --threads N: the first n allowed CPUs. n <= 0 means all of them.
 std::vector<int> first_cpus(int n);

@@ -34,13 +34,7 @@ constexpr int kSplitK = 4;
 
 void check_allowed(const std::optional<std::vector<int>>& cpus, const char* field) {
   if (!cpus) return;
-  const auto allowed = runtime::allowed_cpus();
-  if (cpus->empty()) throw common::FieldError(field, "no CPU listed");
-  for (int c : *cpus)
-    if (std::find(allowed.begin(), allowed.end(), c) == allowed.end())
-      throw common::FieldError(field, "CPU " + std::to_string(c) +
-                                          " is not available to this process (allowed: " +
-                                          common::format_cpulist(allowed) + ")");
+  if (auto why = runtime::unusable_cpus(*cpus); !why.empty()) throw common::FieldError(field, why);
 }
 
 // No launch config: the engine's own partition, from this machine's L3
