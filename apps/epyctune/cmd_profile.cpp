@@ -183,9 +183,9 @@ int run_generate(const GlobalOptions& g, const ProfileArgs& a) {
     }
     write_whole(a.output, gen.text, a.force);
     fmt::print("{}: profile {} for {} (draft: L3 {}, CPUs {}; verify: CPUs {})\n", a.output,
-               gen.profile.name, topo.source, fmt::join(gen.partition.draft_l3, ","),
-               common::format_cpulist(gen.partition.draft_cpus),
-               common::format_cpulist(gen.partition.verify_cpus));
+               gen.profile.name, topo.source, fmt::join(gen.partition.draft.l3, ","),
+               common::format_cpulist(gen.partition.draft.cpus),
+               common::format_cpulist(gen.partition.verify.cpus));
     return kExitOk;
   } catch (const std::exception& e) {
     fmt::print(stderr, "epyctune profile generate: {}\n", e.what());

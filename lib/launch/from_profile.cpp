@@ -6,29 +6,17 @@
 
 namespace epyctune::launch {
 
-LaunchPlan plan_from_profile(const profile::Profile& p, const profile::ResolvedPartition& part) {
+LaunchPlan plan_from_profile(const profile::Profile& p, const profile::HostPartition& part) {
   LaunchPlan l;
   l.profile = p.name;
   l.has_weights = l.has_spec = true;
-  l.draft.l3 = part.draft_l3;
-  l.draft.cpus = part.draft_cpus;
-  l.draft.nodes = part.draft_nodes;
-  l.verify.l3 = part.verify_l3;
-  l.verify.cpus = part.verify_cpus;
-  l.verify.nodes = part.verify_nodes;
+  l.draft = part.draft;
+  l.verify = part.verify;
   l.housekeeping_cpus = part.housekeeping_cpus;
-  const int nd = static_cast<int>(part.draft_cpus.size());
-  const int nv = static_cast<int>(part.verify_cpus.size());
-  l.draft.threads = p.spec.draft_threads > 0 ? std::min(p.spec.draft_threads, nd) : nd;
-  l.verify.threads = p.spec.verify_threads > 0 ? std::min(p.spec.verify_threads, nv) : nv;
-  if (p.cat.enabled) {
-    l.draft.group = p.cat.draft_group;
-    l.verify.group = p.cat.verify_group;
-  }
   l.weights.layout = p.weights.layout;
   l.weights.hugepages = p.weights.hugepages;
-  l.weights.target_nodes = target_weight_nodes(p.weights.layout, part.verify_nodes);
-  l.weights.draft_nodes = part.draft_nodes;
+  l.weights.target_nodes = target_weight_nodes(p.weights.layout, part.verify.nodes);
+  l.weights.draft_nodes = part.draft.nodes;
   l.spec.draft_source = p.spec.draft_source;
   l.spec.draft_len = p.spec.draft_len;
   return l;

@@ -9,11 +9,12 @@
 
 #include "launch/launch_config.hpp"
 #include "profile/profile.hpp"
+#include "profile/resolve.hpp"
 
 namespace epyctune::launch {
 
 // Both [weights] and [spec]; no [models] (run/bench add those).
-LaunchPlan plan_from_profile(const profile::Profile& p, const profile::ResolvedPartition& part);
+LaunchPlan plan_from_profile(const profile::Profile& p, const profile::HostPartition& part);
 
 nlohmann::json to_json(const LaunchPlan& p);
 // A few lines for `epyctune plan`, each starting with `indent`.

@@ -165,7 +165,7 @@ GeneratedProfile generate_profile(const host::Topology& t, const HostFacts& fact
   detail::isolation_section(o);
   detail::cat_section(o, h);
   // The cpufreq comments name the resolved CPUs: resolve what is written so far.
-  ResolvedPartition part;
+  HostPartition part;
   try {
     part = resolve_partition(load_profile_text(o.str(), name + ".toml"), t);
   } catch (const ProfileError& e) {

@@ -17,6 +17,7 @@
 #include "host/sysroot.hpp"
 #include "host/topology.hpp"
 #include "profile/profile.hpp"
+#include "profile/resolve.hpp"
 
 namespace epyctune::profile {
 
@@ -54,7 +55,7 @@ struct HostFacts {
 struct GeneratedProfile {
   std::string text;  // the TOML, comments included
   Profile profile;   // that text loaded
-  ResolvedPartition partition;
+  HostPartition partition;
 };
 
 // Throws GenerateError naming what the host lacks (not AMD, no L3, a single

@@ -309,7 +309,7 @@ void cat_section(TomlOut& o, const GenHost& h) {
                     l3->cbm_mask, width, ways, keep, ways - keep));
 }
 
-void cpufreq_section(TomlOut& o, const GenHost& h, const ResolvedPartition& part) {
+void cpufreq_section(TomlOut& o, const GenHost& h, const HostPartition& part) {
   o.section("cpufreq");
   std::string driver = h.facts.capabilities ? h.facts.capabilities->cpufreq_driver : "";
   o.kv("governor", "\"performance\"",
@@ -317,10 +317,10 @@ void cpufreq_section(TomlOut& o, const GenHost& h, const ResolvedPartition& part
                       : fmt::format("{} offers it", clean(driver, 40)));
   o.kv("draft_freq", "\"max\"",
        "the draft's domain at its top clock: drafting is a latency chain" +
-           max_freq(h, part.draft_cpus));
+           max_freq(h, part.draft.cpus));
   o.kv("verify_freq", "\"max\"",
        "the target's domains at their top clock: a K-token verify pass is compute-bound" +
-           max_freq(h, part.verify_cpus));
+           max_freq(h, part.verify.cpus));
   o.kv("epp", "\"performance\"", "amd-pstate active only; other drivers skip it");
 }
 

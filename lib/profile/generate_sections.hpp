@@ -54,7 +54,7 @@ void bios_section(TomlOut& o, const GenHost& h);
 void numa_section(TomlOut& o, const GenHost& h);  // throws GenerateError: models too large
 void isolation_section(TomlOut& o);
 void cat_section(TomlOut& o, const GenHost& h);
-void cpufreq_section(TomlOut& o, const GenHost& h, const ResolvedPartition& part);
+void cpufreq_section(TomlOut& o, const GenHost& h, const HostPartition& part);
 void prefetch_section(TomlOut& o, const GenHost& h);
 void engine_sections(TomlOut& o);  // [weights], [spec], [engine]
 void expectations_section(TomlOut& o, const GenHost& h);

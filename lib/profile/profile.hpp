@@ -182,15 +182,4 @@ struct Profile {
   ExtraSections extra;
 };
 
-// A profile's partition resolved onto real CPUs of a Topology.
-struct ResolvedPartition {
-  std::vector<int> draft_l3, verify_l3;
-  std::vector<int> draft_cpus, verify_cpus, housekeeping_cpus;
-  std::vector<int> draft_nodes, verify_nodes;
-  // SMT siblings of inference cores when use_smt_siblings is false: online but
-  // given no work (gone once the bios step turns SMT off).
-  std::vector<int> idle_sibling_cpus;
-  std::vector<int> housekeeping_cores;  // Core::id, after adding housekeeping_cpus' cores
-};
-
 }  // namespace epyctune::profile

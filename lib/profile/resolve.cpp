@@ -42,18 +42,23 @@ int64_t auto_hugepages_2m_per_node(const NumaStep& n, int nodes) {
   return static_cast<int64_t>(std::ceil(bytes / nodes / static_cast<double>(uint64_t{2} << 20)));
 }
 
-ResolvedPartition resolve_partition(const Profile& p, const host::Topology& t) {
+std::vector<int> HostPartition::inference_cpus() const {
+  std::vector<int> cpus = draft.cpus;
+  cpus.insert(cpus.end(), verify.cpus.begin(), verify.cpus.end());
+  std::sort(cpus.begin(), cpus.end());
+  cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
+  return cpus;
+}
+
+HostPartition resolve_partition(const Profile& p, const host::Topology& t) {
   validate_profile(p, &t);  // domains, cores and CPUs exist
-  ResolvedPartition r;
-  r.draft_l3 = p.partition.draft_l3;
-  std::set<int> draft(r.draft_l3.begin(), r.draft_l3.end());
+  std::set<int> draft(p.partition.draft_l3.begin(), p.partition.draft_l3.end()), verify;
   if (p.partition.verify_l3.empty()) {
     for (const auto& d : t.l3_domains)
-      if (!draft.count(d.index)) r.verify_l3.push_back(d.index);
+      if (!draft.count(d.index)) verify.insert(d.index);
   } else {
-    r.verify_l3 = p.partition.verify_l3;
+    verify.insert(p.partition.verify_l3.begin(), p.partition.verify_l3.end());
   }
-  std::set<int> verify(r.verify_l3.begin(), r.verify_l3.end());
 
   std::set<int> hk(p.partition.housekeeping_cores.begin(), p.partition.housekeeping_cores.end());
   for (int cpu : p.partition.housekeeping_cpus)
@@ -75,14 +80,19 @@ ResolvedPartition resolve_partition(const Profile& p, const host::Topology& t) {
   }
   // The sides' L3 domains and nodes are those of the cores they got: a listed
   // domain whose cores all went to housekeeping is not one the side runs on.
-  const auto ds = side_on(launch::Role::draft, sorted(dc), t);
-  const auto vs = side_on(launch::Role::verify, sorted(vc), t);
-  r.draft_cpus = ds.cpus;
-  r.verify_cpus = vs.cpus;
-  r.draft_l3 = ds.l3;
-  r.verify_l3 = vs.l3;
-  r.draft_nodes = ds.nodes;
-  r.verify_nodes = vs.nodes;
+  HostPartition r;
+  r.draft = side_on(launch::Role::draft, sorted(dc), t);
+  r.verify = side_on(launch::Role::verify, sorted(vc), t);
+  auto threads = [](int wanted, const launch::Side& s) {
+    const int n = static_cast<int>(s.cpus.size());
+    return wanted > 0 ? std::min(wanted, n) : n;
+  };
+  r.draft.threads = threads(p.spec.draft_threads, r.draft);
+  r.verify.threads = threads(p.spec.verify_threads, r.verify);
+  if (p.cat.enabled) {
+    r.draft.group = p.cat.draft_group;
+    r.verify.group = p.cat.verify_group;
+  }
   r.housekeeping_cpus = sorted(hc);
   r.idle_sibling_cpus = sorted(idle);
   r.housekeeping_cores = sorted(hk);
@@ -90,12 +100,12 @@ ResolvedPartition resolve_partition(const Profile& p, const host::Topology& t) {
     auto it = p.origins.find(key);
     return it != p.origins.end() ? it->second : Origin{p.source_file, 0, 0};
   };
-  if (r.draft_cpus.empty()) {
+  if (r.draft.cpus.empty()) {
     auto o = origin_of("partition.draft_l3");
     throw ProfileError(o.file, o.line, o.column, "the draft partition has no CPU left on this host",
                        "give the draft more L3 domains or fewer housekeeping cores");
   }
-  if (r.verify_cpus.empty()) {
+  if (r.verify.cpus.empty()) {
     auto o = origin_of("partition.verify_l3");
     throw ProfileError(
         o.file, o.line, o.column, "the verify partition has no CPU on this host",

@@ -13,13 +13,33 @@
 
 namespace epyctune::profile {
 
+// A profile's partition resolved onto real CPUs of a Topology: the two sides
+// the launch plan carries (plan_from_profile copies them whole), plus the CPUs
+// that run neither, which only the stack's steps need.
+struct HostPartition {
+  launch::Side draft{launch::Role::draft}, verify{launch::Role::verify};
+  std::vector<int> housekeeping_cpus;
+  // SMT siblings of inference cores when use_smt_siblings is false: online but
+  // given no work (gone once the bios step turns SMT off).
+  std::vector<int> idle_sibling_cpus;
+  std::vector<int> housekeeping_cores;  // Core::id, after adding housekeeping_cpus' cores
+
+  const launch::Side& side(launch::Role r) const {
+    return r == launch::Role::draft ? draft : verify;
+  }
+  // Every CPU that runs inference, sorted.
+  std::vector<int> inference_cpus() const;
+};
+
 // Draft = the non-housekeeping cores of partition.draft_l3; verify = those of
 // verify_l3 (or every other domain). Housekeeping = housekeeping_cores, the
 // cores of housekeeping_cpus, and the cores of domains in neither list.
 // Without use_smt_siblings only each core's first thread works; the others are
-// idle_sibling_cpus. Throws ProfileError if a domain, core or CPU does not
-// exist, or draft or verify ends up with no CPU.
-ResolvedPartition resolve_partition(const Profile& p, const host::Topology& t);
+// idle_sibling_cpus. Each side's threads (spec.*_threads, capped by its CPUs)
+// and resctrl group (when cat is enabled) come from the profile too. Throws
+// ProfileError if a domain, core or CPU does not exist, or draft or verify
+// ends up with no CPU.
+HostPartition resolve_partition(const Profile& p, const host::Topology& t);
 
 // A side on these CPUs of the topology: the L3 domains and NUMA nodes of
 // their cores. The one derivation of a side's facts from its CPUs: the

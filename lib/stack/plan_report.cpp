@@ -31,10 +31,10 @@ struct DomainRow {
 std::vector<DomainRow> domain_rows(const Session& s) {
   std::vector<DomainRow> rows;
   for (const auto& d : s.topo.l3_domains) {
-    DomainRow r{&d, "", intersect(d.cpus, s.part.draft_cpus), intersect(d.cpus, s.part.verify_cpus),
+    DomainRow r{&d, "", intersect(d.cpus, s.part.draft.cpus), intersect(d.cpus, s.part.verify.cpus),
                 intersect(d.cpus, s.part.housekeeping_cpus)};
-    bool draft = std::count(s.part.draft_l3.begin(), s.part.draft_l3.end(), d.index);
-    bool verify = std::count(s.part.verify_l3.begin(), s.part.verify_l3.end(), d.index);
+    bool draft = std::count(s.part.draft.l3.begin(), s.part.draft.l3.end(), d.index);
+    bool verify = std::count(s.part.verify.l3.begin(), s.part.verify.l3.end(), d.index);
     r.role = draft ? "draft" : verify ? "verify" : "housekeeping";
     rows.push_back(std::move(r));
   }
@@ -73,12 +73,12 @@ json plan_to_json(const Session& s, const std::vector<KnobPlan>& plans) {
                        {"draft_cpus", format_cpulist(r.draft)},
                        {"verify_cpus", format_cpulist(r.verify)},
                        {"housekeeping_cpus", format_cpulist(r.hk)}});
-  json partition{{"draft_cpus", format_cpulist(s.part.draft_cpus)},
-                 {"verify_cpus", format_cpulist(s.part.verify_cpus)},
+  json partition{{"draft_cpus", format_cpulist(s.part.draft.cpus)},
+                 {"verify_cpus", format_cpulist(s.part.verify.cpus)},
                  {"housekeeping_cpus", format_cpulist(s.part.housekeeping_cpus)},
                  {"idle_sibling_cpus", format_cpulist(s.part.idle_sibling_cpus)},
-                 {"draft_nodes", s.part.draft_nodes},
-                 {"verify_nodes", s.part.verify_nodes},
+                 {"draft_nodes", s.part.draft.nodes},
+                 {"verify_nodes", s.part.verify.nodes},
                  {"domains", domains}};
   json steps = json::array();
   std::map<std::string, int> summary;
@@ -131,8 +131,8 @@ std::string plan_to_text(const Session& s, const std::vector<KnobPlan>& plans) {
   out += fmt::format(
       "\nPartition: draft CPUs {} (nodes {}), verify CPUs {} (nodes {}), "
       "housekeeping CPUs {}\n",
-      format_cpulist(s.part.draft_cpus), fmt::join(s.part.draft_nodes, ","),
-      format_cpulist(s.part.verify_cpus), fmt::join(s.part.verify_nodes, ","),
+      format_cpulist(s.part.draft.cpus), fmt::join(s.part.draft.nodes, ","),
+      format_cpulist(s.part.verify.cpus), fmt::join(s.part.verify.nodes, ","),
       format_cpulist(s.part.housekeeping_cpus));
   if (!s.part.idle_sibling_cpus.empty())
     out += fmt::format("  idle SMT siblings: {}\n", format_cpulist(s.part.idle_sibling_cpus));

@@ -16,7 +16,7 @@ Session open_session(const SessionOptions& opts) {
   profile::Profile prof = profile::load_profile(opts.profile, &sys);
   auto match = profile::match_profile(prof, topo);
   profile::require_match(prof, topo, opts.force);
-  profile::ResolvedPartition part;
+  profile::HostPartition part;
   std::string partition_error;
   try {
     part = profile::resolve_partition(prof, topo);

@@ -10,6 +10,7 @@
 #include "host/sysroot.hpp"
 #include "host/topology.hpp"
 #include "profile/profile.hpp"
+#include "profile/resolve.hpp"
 #include "stack/knob.hpp"
 
 namespace epyctune::stack {
@@ -26,7 +27,7 @@ struct Session {
   host::Sysroot sys;
   host::Topology topo;
   profile::Profile profile;
-  profile::ResolvedPartition part;
+  profile::HostPartition part;
   std::vector<int> steps;
   std::vector<Knob> knobs;
   std::vector<std::string> mismatches;  // what --force overrode

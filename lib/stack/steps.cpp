@@ -190,12 +190,4 @@ std::vector<Knob> parent_dir_knobs(const host::Sysroot& sys, const std::string& 
   return out;
 }
 
-std::vector<int> inference_cpus(const profile::ResolvedPartition& part) {
-  std::vector<int> cpus = part.draft_cpus;
-  cpus.insert(cpus.end(), part.verify_cpus.begin(), part.verify_cpus.end());
-  std::sort(cpus.begin(), cpus.end());
-  cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
-  return cpus;
-}
-
 }  // namespace epyctune::stack

@@ -15,6 +15,7 @@
 #include "host/sysroot.hpp"
 #include "host/topology.hpp"
 #include "profile/profile.hpp"
+#include "profile/resolve.hpp"
 #include "profile/section.hpp"
 #include "stack/knob.hpp"
 
@@ -24,7 +25,7 @@ struct StepContext {
   const host::Sysroot& sys;
   const profile::Profile& profile;
   const host::Topology& topo;
-  const profile::ResolvedPartition& part;
+  const profile::HostPartition& part;
   // Non-empty when the profile's partition does not fit this host and the
   // command was forced: knobs that need the partition are unsupported with it.
   std::string partition_error;
@@ -103,6 +104,5 @@ Knob unsupported_knob(const std::string& step, const std::string& name, const st
 // Dir knobs for every missing ancestor of `path`, outermost first.
 std::vector<Knob> parent_dir_knobs(const host::Sysroot& sys, const std::string& step,
                                    const std::string& path);
-std::vector<int> inference_cpus(const profile::ResolvedPartition& part);
 
 }  // namespace epyctune::stack

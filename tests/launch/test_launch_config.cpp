@@ -16,7 +16,7 @@ namespace {
 struct Planned {
   host::Topology topo;
   profile::Profile prof;
-  profile::ResolvedPartition part;
+  profile::HostPartition part;
   launch::LaunchPlan plan;
 };
 
@@ -51,12 +51,12 @@ TEST_CASE("launch plan round trip: profile -> steps 7/8 file -> engine parse, al
     auto parsed = launch::parse_launch_config(file, "engine.toml");
     CHECK(parsed.has_weights);
     CHECK(parsed.has_spec);
-    CHECK(parsed.draft.cpus == p.part.draft_cpus);
-    CHECK(parsed.verify.cpus == p.part.verify_cpus);
-    CHECK(parsed.draft.nodes == p.part.draft_nodes);
-    CHECK(parsed.verify.nodes == p.part.verify_nodes);
-    CHECK(parsed.draft.l3 == p.part.draft_l3);
-    CHECK(parsed.verify.l3 == p.part.verify_l3);
+    CHECK(parsed.draft.cpus == p.part.draft.cpus);
+    CHECK(parsed.verify.cpus == p.part.verify.cpus);
+    CHECK(parsed.draft.nodes == p.part.draft.nodes);
+    CHECK(parsed.verify.nodes == p.part.verify.nodes);
+    CHECK(parsed.draft.l3 == p.part.draft.l3);
+    CHECK(parsed.verify.l3 == p.part.verify.l3);
     CHECK(parsed.draft.group == p.prof.cat.draft_group);
     CHECK(parsed.verify.group == p.prof.cat.verify_group);
     CHECK(parsed.housekeeping_cpus == p.part.housekeeping_cpus);

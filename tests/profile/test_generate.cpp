@@ -86,8 +86,8 @@ TEST_CASE("generate on the lineup: the built-in's partition, a profile that vali
     auto r = generate_on(std::string(machine), 1, false);
     every_value_has_a_reason(r.g.text);
     auto b = profile::resolve_partition(profile::load_profile(builtin), r.topo);
-    CHECK(r.g.partition.draft_cpus == b.draft_cpus);
-    CHECK(r.g.partition.verify_cpus == b.verify_cpus);
+    CHECK(r.g.partition.draft.cpus == b.draft.cpus);
+    CHECK(r.g.partition.verify.cpus == b.verify.cpus);
     CHECK(r.g.partition.housekeeping_cpus == b.housekeeping_cpus);
     // The hardware section describes the same machine as the built-in.
     const auto& gh = r.g.profile.hardware;
@@ -135,7 +135,7 @@ TEST_CASE("generate: Zen/Zen 2 and Zen 4c give the draft a whole CCD of two L3 d
   CHECK(p.hardware.l3_bytes == 8ull << 20);
   CHECK(p.hardware.memory_type == "DDR4-2666");
   CHECK(p.bios.expect_nps == 4);
-  CHECK(naples.g.partition.draft_nodes == std::vector<int>{0});
+  CHECK(naples.g.partition.draft.nodes == std::vector<int>{0});
   auto bergamo = generate_on("9754", 1, false);
   CHECK(bergamo.g.profile.partition.draft_l3 == std::vector<int>{0, 1});
 }
@@ -150,7 +150,7 @@ TEST_CASE("generate: one and two sockets") {
   CHECK(two.g.profile.name == "epyc-9654-2s-generated");
   // Housekeeping on each socket's first cores, so each socket's IRQs stay local.
   CHECK(two.g.profile.partition.housekeeping_cores == std::vector<int>{0, 1, 96, 97});
-  CHECK(two.g.partition.verify_nodes == std::vector<int>{0, 1});
+  CHECK(two.g.partition.verify.nodes == std::vector<int>{0, 1});
   CHECK(two.g.profile.expectations.at("roofline") == doctest::Approx(236.3));
   // Hugepages over both nodes: half each.
   CHECK(has(two.g.text, "over 2 node(s)"));
@@ -162,8 +162,8 @@ TEST_CASE("generate: NPS1, NPS2 and NPS4 each keep their NPS and spread the huge
     CAPTURE(nps);
     auto r = generate_on("9654", nps, false);
     CHECK(r.g.profile.bios.expect_nps == nps);
-    CHECK(r.g.partition.draft_nodes == std::vector<int>{0});
-    CHECK(static_cast<int>(r.g.partition.verify_nodes.size()) == nps);
+    CHECK(r.g.partition.draft.nodes == std::vector<int>{0});
+    CHECK(static_cast<int>(r.g.partition.verify.nodes.size()) == nps);
     int64_t pages = profile::auto_hugepages_2m_per_node(r.g.profile.numa, nps);
     if (nps == 1) pages_nps1 = pages;
     CHECK(pages * nps >= pages_nps1);
@@ -181,7 +181,7 @@ TEST_CASE("generate: SMT on and off") {
   CHECK(has(on.g.text, "2 threads per core now"));
   CHECK(has(off.g.text, "already off on this host"));
   // Same cores either way; with SMT on the siblings idle.
-  CHECK(on.g.partition.draft_cpus == off.g.partition.draft_cpus);
+  CHECK(on.g.partition.draft.cpus == off.g.partition.draft.cpus);
   CHECK(on.g.partition.idle_sibling_cpus.size() == 94);
   CHECK(off.g.partition.idle_sibling_cpus.empty());
 }

@@ -18,34 +18,34 @@ host::Topology topo(const std::string& machine, int nps = 1) {
 
 TEST_CASE("9754: draft = CCD 0 = L3 domains 0 and 1, minus two housekeeping cores") {
   auto r = resolve_partition(load_profile("9754"), topo("9754"));
-  CHECK(r.draft_l3 == std::vector<int>{0, 1});
-  CHECK(r.verify_l3.size() == 14);
-  CHECK(format_cpulist(r.draft_cpus) == "2-15");
-  CHECK(format_cpulist(r.verify_cpus) == "16-127");
+  CHECK(r.draft.l3 == std::vector<int>{0, 1});
+  CHECK(r.verify.l3.size() == 14);
+  CHECK(format_cpulist(r.draft.cpus) == "2-15");
+  CHECK(format_cpulist(r.verify.cpus) == "16-127");
   CHECK(format_cpulist(r.housekeeping_cpus) == "0-1,128-129");
   CHECK(format_cpulist(r.idle_sibling_cpus) == "130-255");
-  CHECK(r.draft_nodes == std::vector<int>{0});
+  CHECK(r.draft.nodes == std::vector<int>{0});
 }
 
 TEST_CASE("9754 NPS4: the draft CCD's node, verify on all four") {
   auto r = resolve_partition(load_profile("9754"), topo("9754", 4));
-  CHECK(r.draft_nodes == std::vector<int>{0});
-  CHECK(r.verify_nodes == std::vector<int>{0, 1, 2, 3});
+  CHECK(r.draft.nodes == std::vector<int>{0});
+  CHECK(r.verify.nodes == std::vector<int>{0, 1, 2, 3});
 }
 
 TEST_CASE("7543-2s: draft on socket 0's first CCD, housekeeping one core per socket") {
   auto r = resolve_partition(load_profile("7543"), topo("7543-2s"));
-  CHECK(format_cpulist(r.draft_cpus) == "1-3");
+  CHECK(format_cpulist(r.draft.cpus) == "1-3");
   CHECK(format_cpulist(r.housekeeping_cpus) == "0,32,64,96");
-  CHECK(format_cpulist(r.verify_cpus) == "4-31,33-63");
-  CHECK(r.verify_nodes == std::vector<int>{0, 1});
+  CHECK(format_cpulist(r.verify.cpus) == "4-31,33-63");
+  CHECK(r.verify.nodes == std::vector<int>{0, 1});
 }
 
 TEST_CASE("SMT siblings join the partition when asked") {
   auto p = load_profile("9354");
   p.partition.use_smt_siblings = true;
   auto r = resolve_partition(p, topo("9354"));
-  CHECK(format_cpulist(r.draft_cpus) == "1-3,33-35");
+  CHECK(format_cpulist(r.draft.cpus) == "1-3,33-35");
   CHECK(r.idle_sibling_cpus.empty());
 }
 
@@ -103,8 +103,8 @@ TEST_CASE("housekeeping CPUs take their whole core out of the partition") {
   auto r = resolve_partition(p, topo("9354"));
   CHECK(r.housekeeping_cores == std::vector<int>{5});
   CHECK(format_cpulist(r.housekeeping_cpus) == "5,37");
-  CHECK(format_cpulist(r.draft_cpus) == "0-3");
-  CHECK(format_cpulist(r.verify_cpus) == "4,6-31");
+  CHECK(format_cpulist(r.draft.cpus) == "0-3");
+  CHECK(format_cpulist(r.verify.cpus) == "4,6-31");
   // Domains in neither list go to housekeeping too.
   p.partition.verify_l3 = {1, 2, 3, 4, 5, 6};
   auto q = resolve_partition(p, topo("9354"));

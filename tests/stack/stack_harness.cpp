@@ -9,8 +9,7 @@ profile::Profile stack_test_profile(const std::string& machine) {
   return profile::load_profile(machine == "7543-2s" ? "7543" : machine);
 }
 
-profile::ResolvedPartition stack_test_partition(const profile::Profile& p,
-                                                const host::Topology& t) {
+profile::HostPartition stack_test_partition(const profile::Profile& p, const host::Topology& t) {
   profile::require_match(p, t, false);
   return profile::resolve_partition(p, t);
 }

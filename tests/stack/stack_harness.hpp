@@ -14,14 +14,14 @@ namespace epyctune::testing {
 
 // The built-in profile for a fixture machine, and its partition on the fixture.
 profile::Profile stack_test_profile(const std::string& machine);
-profile::ResolvedPartition stack_test_partition(const profile::Profile& p, const host::Topology& t);
+profile::HostPartition stack_test_partition(const profile::Profile& p, const host::Topology& t);
 
 struct StackHost {
   ScratchDir dir;
   host::Sysroot sys{"/nonexistent"};
   host::Topology topo;
   profile::Profile profile;
-  profile::ResolvedPartition part;
+  profile::HostPartition part;
 
   explicit StackHost(const std::string& machine, fixture::FixtureOptions opt = {}) {
     if (opt.machine.empty()) opt.machine = machine;

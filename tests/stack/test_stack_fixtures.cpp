@@ -86,7 +86,7 @@ TEST_CASE("MSR writes refused without AMD + family + the PrefetchControl CPUID b
   testing::StackHost h("9354");
   h.profile.prefetch.value = 0x20;  // L2 up/down prefetcher off: a real change
   auto plans = plan_knobs(h.sys, h.knobs("prefetch"));
-  REQUIRE(plans.size() == h.part.draft_cpus.size() + h.part.verify_cpus.size());
+  REQUIRE(plans.size() == h.part.draft.cpus.size() + h.part.verify.cpus.size());
   CHECK(plans[0].status == PlanStatus::Change);
 
   auto refused = [&](host::Topology t, const std::string& why) {

@@ -129,7 +129,7 @@ void add_cpu(const StepContext& ctx, std::vector<Knob>& knobs, int cpu, Mode mod
 
 std::vector<Knob> build(const StepContext& ctx) {
   std::vector<Knob> knobs;
-  auto inference = inference_cpus(ctx.part);
+  auto inference = ctx.part.inference_cpus();
   int probe = !inference.empty()              ? inference.front()
               : !ctx.topo.online_cpus.empty() ? ctx.topo.online_cpus.front()
                                               : 0;
@@ -148,9 +148,9 @@ std::vector<Knob> build(const StepContext& ctx) {
                                                  *driver)));
     return knobs;
   }
-  for (int cpu : ctx.part.draft_cpus)
+  for (int cpu : ctx.part.draft.cpus)
     add_cpu(ctx, knobs, cpu, mode, ctx.profile.cpufreq.draft_freq, "cpufreq.draft_freq");
-  for (int cpu : ctx.part.verify_cpus)
+  for (int cpu : ctx.part.verify.cpus)
     add_cpu(ctx, knobs, cpu, mode, ctx.profile.cpufreq.verify_freq, "cpufreq.verify_freq");
   return knobs;
 }

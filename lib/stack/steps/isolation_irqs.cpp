@@ -177,7 +177,7 @@ void add_irq_knobs(const StepContext& ctx, std::vector<Knob>& knobs,
 
 std::vector<Knob> build(const StepContext& ctx) {
   std::vector<Knob> knobs;
-  auto inference = inference_cpus(ctx.part);
+  auto inference = ctx.part.inference_cpus();
   add_boot_knobs(ctx, knobs, inference);
   if (ctx.profile.isolation.irq_affinity) add_irq_knobs(ctx, knobs, inference);
   return knobs;

@@ -107,8 +107,8 @@ std::vector<Knob> build(const StepContext& ctx) {
     const std::vector<int>* domains;
     std::string mask;
   };
-  for (const auto& g : {Group{cat.draft_group, &ctx.part.draft_l3, draft},
-                        Group{cat.verify_group, &ctx.part.verify_l3, verify}}) {
+  for (const auto& g : {Group{cat.draft_group, &ctx.part.draft.l3, draft},
+                        Group{cat.verify_group, &ctx.part.verify.l3, verify}}) {
     std::string dir = std::string(kRoot) + "/" + g.name;
     Knob d;
     d.step = kStep;
@@ -120,8 +120,8 @@ std::vector<Knob> build(const StepContext& ctx) {
     for (int l3 : *g.domains)
       knobs.push_back(schemata_knob(g.name, dir + "/schemata", cache_id(l3), g.mask));
   }
-  std::vector<int> inference = ctx.part.draft_l3;
-  inference.insert(inference.end(), ctx.part.verify_l3.begin(), ctx.part.verify_l3.end());
+  std::vector<int> inference = ctx.part.draft.l3;
+  inference.insert(inference.end(), ctx.part.verify.l3.begin(), ctx.part.verify.l3.end());
   for (int l3 : inference)
     knobs.push_back(
         schemata_knob("root group", std::string(kRoot) + "/schemata", cache_id(l3), root));

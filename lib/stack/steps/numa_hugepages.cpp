@@ -15,8 +15,8 @@ namespace {
 constexpr const char* kStep = "numa";
 
 std::vector<int> inference_nodes(const StepContext& ctx) {
-  std::vector<int> nodes = ctx.part.draft_nodes;
-  nodes.insert(nodes.end(), ctx.part.verify_nodes.begin(), ctx.part.verify_nodes.end());
+  std::vector<int> nodes = ctx.part.draft.nodes;
+  nodes.insert(nodes.end(), ctx.part.verify.nodes.begin(), ctx.part.verify.nodes.end());
   std::sort(nodes.begin(), nodes.end());
   nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
   return nodes;

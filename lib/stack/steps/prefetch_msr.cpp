@@ -69,7 +69,7 @@ std::vector<Knob> build(const StepContext& ctx) {
   const auto& pf = ctx.profile.prefetch;
   std::vector<Knob> knobs;
   if (!pf.enabled) return knobs;
-  std::vector<int> cpus = pf.cpus == "all" ? ctx.topo.online_cpus : inference_cpus(ctx.part);
+  std::vector<int> cpus = pf.cpus == "all" ? ctx.topo.online_cpus : ctx.part.inference_cpus();
   std::string why = refusal(ctx);
   if (!why.empty()) {
     knobs.push_back(unsupported_knob(kStep, fmt::format("MSR {:#x}", pf.msr), "/dev/cpu", why));
