@@ -138,6 +138,30 @@ std::string generated_name(const host::Topology& t) {
   return base + "-generated";
 }
 
+namespace {
+
+// Sections no host fact decides, written with the values a load gives them
+// (a step added in its own file has one), so the file still states every key.
+// Values TOML cannot take from JSON as they are (tables, null) stay implicit.
+void default_sections(detail::TomlOut& o, const Profile& so_far) {
+  for (const Section* s : detail::sections()) {
+    if (o.str().find("\n[" + s->name + "]\n") != std::string::npos) continue;
+    o.section(s->name);
+    o.comment("No host fact decides these: the values every profile gets.");
+    for (const auto& k : s->keys) {
+      if (k.as == ShowAs::Hidden) continue;
+      nlohmann::json v = k.show(so_far);
+      bool scalars = !v.is_array() || std::all_of(v.begin(), v.end(), [](const auto& e) {
+        return e.is_primitive() && !e.is_null();
+      });
+      if (v.is_null() || v.is_object() || !scalars) continue;
+      o.kv(k.name, v.dump(), "");
+    }
+  }
+}
+
+}  // namespace
+
 GeneratedProfile generate_profile(const host::Topology& t, const HostFacts& facts,
                                   const GenerateOptions& opt) {
   if (auto why = detail::identifier_problem(opt.name); !opt.name.empty() && !why.empty())
@@ -174,6 +198,11 @@ GeneratedProfile generate_profile(const host::Topology& t, const HostFacts& fact
   detail::cpufreq_section(o, h, part);
   detail::prefetch_section(o, h);
   detail::engine_sections(o);
+  try {
+    default_sections(o, load_profile_text(o.str(), name + ".toml"));
+  } catch (const ProfileError& e) {
+    throw GenerateError(fmt::format("the generated profile does not load: {}", e.what()));
+  }
   detail::expectations_section(o, h);
 
   GeneratedProfile g;

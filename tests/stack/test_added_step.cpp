@@ -12,7 +12,9 @@
 #include "../fixture/fixture_cache.hpp"
 #include "bench/stack_driver.hpp"
 #include "bench/stepwise.hpp"
+#include "host/discover.hpp"
 #include "profile/detect.hpp"
+#include "profile/generate.hpp"
 #include "profile/loader.hpp"
 #include "profile/section.hpp"
 #include "stack/apply.hpp"
@@ -150,6 +152,21 @@ TEST_CASE("an added step's section is read, checked and shown by `profile show`"
           "include = \"9754\"\n[bios]\nsmt = \"keep\"\n[chime]\nenabled = true\nmode = \"loud\"\n",
           "bad.toml"),
       doctest::Contains("bad.toml:6:8: a loud chime needs SMT decided"), profile::ProfileError);
+}
+
+TEST_CASE("`profile generate` states an added step's keys") {
+  ChimeHost h;
+  host::Sysroot root(h.dir.path());
+  auto topo = host::discover(root);
+  profile::HostFacts facts;
+  facts.sys = &root;
+  auto g = profile::generate_profile(topo, facts, {});
+  auto at = g.text.find("\n[chime]\n");
+  REQUIRE(at != std::string::npos);
+  CHECK(g.text.find("enabled = false", at) != std::string::npos);
+  CHECK(g.text.find("mode = \"quiet\"", at) != std::string::npos);
+  CHECK(g.profile.origins.count("chime.mode"));  // set by the file, not by default
+  CHECK_FALSE(g.profile.extra.get<ChimeParams>(kName).enabled);
 }
 
 TEST_CASE("an added step is planned, applied, verified and reverted") {
