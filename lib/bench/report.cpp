@@ -45,10 +45,10 @@ std::string to_text(const StepwiseResult& r, const ReportContext& c) {
   for (const auto& row : r.rows) {
     const std::string expected =
         row.expected_tok_s ? fmt::format("{:.1f}", *row.expected_tok_s) : "none";
-    if (!row.measured) {
+    if (!row.measured()) {
       out += fmt::format("{:>2} {:<10} {:>9} {:>7} {:>9} {:<16} {:>9} {:<16} {:>9} {:>9}  {}\n",
                          row.ref.step, row.ref.name, "-", "-", "-", "-", "-", "-", "-", expected,
-                         row.status);
+                         row.status());
       continue;
     }
     out += fmt::format(
@@ -84,11 +84,11 @@ nlohmann::json to_json(const StepwiseResult& r, const ReportContext& c) {
     nlohmann::json j{{"step", row.ref.step},
                      {"name", row.ref.name},
                      {"title", row.ref.title},
-                     {"status", row.status},
-                     {"measured", row.measured},
+                     {"status", row.status()},
+                     {"measured", row.measured()},
                      {"expected_tok_s", row.expected_tok_s ? nlohmann::json(*row.expected_tok_s)
                                                            : nlohmann::json("none stated")}};
-    if (row.measured) {
+    if (row.measured()) {
       std::vector<double> tps, bw;
       nlohmann::json blocks = nlohmann::json::array();
       for (const auto& s : row.samples) tps.push_back(s.tok_s), blocks.push_back(s.block_tok_s);
@@ -145,7 +145,7 @@ Chart chart_geometry(const StepwiseResult& r) {
   g.plot_h = g.H - g.top - g.bottom;
   double ymax = 0;
   for (const auto& row : r.rows)
-    if (row.measured) ymax = std::max(ymax, row.tok_s.max);
+    if (row.measured()) ymax = std::max(ymax, row.tok_s.max);
   if (ymax <= 0) ymax = 1;
   // A round upper bound: 1, 2 or 5 times a power of ten.
   const double mag = std::pow(10.0, std::floor(std::log10(ymax)));
@@ -262,8 +262,8 @@ std::string to_svg(const StepwiseResult& r, const ReportContext& c) {
     s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n", cx,
                      g.top + g.plot_h + 18,
                      xml_escape(fmt::format("{} {}", row.ref.step, row.ref.name)));
-    if (!row.measured) {
-      s += svg_status(g, cx, row.status);
+    if (!row.measured()) {
+      s += svg_status(g, cx, row.status());
       continue;
     }
     s += svg_bar(g, row, cx, first ? 0 : prev_median, prev_right, first);

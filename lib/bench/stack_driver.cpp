@@ -87,9 +87,9 @@ void StackDriver::to_stock() {
                              " (run `epyctune revert` to finish it; the journal is kept)");
 }
 
-std::string StackDriver::apply_step(const StepRef& step) {
+StepOutcome StackDriver::apply_step(const StepRef& step) {
   if (step.drafts && o_.draft.empty() && o_.lookup <= 0)
-    return "skipped: no --draft or --lookup, nothing to draft with";
+    return {RowState::skipped, "no --draft or --lookup, nothing to draft with"};
   const auto& part_error = s_.partition_error;
   // The session's one probe of the host, not a second one per step.
   stack::StepContext ctx{s_.sys, s_.profile, s_.topo, s_.part, part_error, &s_.caps};
@@ -106,12 +106,12 @@ std::string StackDriver::apply_step(const StepRef& step) {
     if (why.empty() && p.status == stack::PlanStatus::Unsupported) why = p.reason;
   }
   if (!actionable)
-    return "skipped: " + (why.empty() ? std::string("nothing this host can change") : why);
+    return {RowState::skipped, why.empty() ? std::string("nothing this host can change") : why};
   auto r = stack::apply_knobs(s_.sys, knobs, {false, false, s_.profile.name});
-  if (r.exit_code != stack::kExitOk) return "unsupported: " + r.error;
+  if (r.exit_code != stack::kExitOk) return {RowState::unsupported, r.error};
   applied_.push_back(step.step);
-  if (reboot || r.reboot_required) return "needs reboot: not measured";
-  return "";
+  if (reboot || r.reboot_required) return {RowState::needs_reboot, "not measured"};
+  return {};
 }
 
 std::string StackDriver::current_launch_config() const {

@@ -44,7 +44,7 @@ class StackDriver : public StepDriver {
   StackDriver(const stack::Session& s, EngineRunOptions o, std::filesystem::path work_dir,
               size_t bandwidth_mib = 256);
   void to_stock() override;
-  std::string apply_step(const StepRef& step) override;
+  StepOutcome apply_step(const StepRef& step) override;
   Sample measure(const StepRef& step) override;
   double bandwidth_gbps(const StepRef& step) override;
   bool interrupted() const override;

@@ -49,6 +49,25 @@ void measure_row(StepDriver& d, Row& row, const StepwiseOptions& o, int round) {
 
 }  // namespace
 
+const char* row_state_name(RowState s) {
+  switch (s) {
+    case RowState::measured:
+      return "measured";
+    case RowState::skipped:
+      return "skipped";
+    case RowState::needs_reboot:
+      return "needs reboot";
+    case RowState::unsupported:
+      return "unsupported";
+  }
+  return "?";
+}
+
+std::string Row::status() const {
+  if (measured()) return "measured";
+  return fmt::format("{}: {}", row_state_name(state), reason);
+}
+
 StepwiseResult run_stepwise(StepDriver& d, const StepwiseOptions& o) {
   StepwiseResult res;
   auto row_of = [](StepRef ref) {
@@ -71,16 +90,13 @@ StepwiseResult run_stepwise(StepDriver& d, const StepwiseOptions& o) {
       Row& row = res.rows[i];
       if (i > 0) {
         if (o.progress && round == 0) o.progress(fmt::format("applying step {}", row.ref.name));
-        std::string status = d.apply_step(row.ref);
+        StepOutcome out = d.apply_step(row.ref);
         if (round == 0) {
-          row.measured = status.empty();
-          row.status = status.empty() ? "measured" : status;
+          row.state = out.state;
+          row.reason = std::move(out.reason);
         }
-      } else if (round == 0) {
-        row.measured = true;
-        row.status = "measured";
       }
-      if (row.measured) measure_row(d, row, o, round);
+      if (row.measured()) measure_row(d, row, o, round);
     }
     res.rounds = round + 1;
   }
@@ -95,7 +111,7 @@ void analyse(StepwiseResult& r) {
   const Row* stock = nullptr;
   for (size_t i = 0; i < r.rows.size(); ++i) {
     Row& row = r.rows[i];
-    if (!row.measured || row.samples.empty()) continue;
+    if (!row.measured() || row.samples.empty()) continue;
     std::vector<double> tps;
     for (const auto& s : row.samples) tps.push_back(s.tok_s);
     row.tok_s = summarize(tps);

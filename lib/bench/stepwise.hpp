@@ -39,15 +39,29 @@ struct StepRef {
   bool drafts = false;  // the engine drafts on this row (speculative decoding)
 };
 
+// What became of a row's configuration before any measurement.
+enum class RowState {
+  measured,      // applied (or stock) and run
+  skipped,       // nothing this host can change for the step, or nothing to draft with
+  needs_reboot,  // applied, but only takes effect after a reboot
+  unsupported,   // applying it failed; the host is back as it was
+};
+// "measured", "skipped", "needs reboot", "unsupported".
+const char* row_state_name(RowState s);
+
+struct StepOutcome {
+  RowState state = RowState::measured;
+  std::string reason;  // why it is not measured ("" when measured)
+};
+
 class StepDriver {
  public:
   virtual ~StepDriver() = default;
   // Back to the host as found (revert everything applied).
   virtual void to_stock() = 0;
-  // Applies `step` on top of those before it. Returns "" when the row can be
-  // measured, else its status: "skipped: <reason>", "needs reboot: not
-  // measured" or "unsupported: <reason>".
-  virtual std::string apply_step(const StepRef& step) = 0;
+  // Applies `step` on top of those before it, and says whether the row can
+  // be measured.
+  virtual StepOutcome apply_step(const StepRef& step) = 0;
   // Runs the engine once on the current configuration; throws on failure.
   virtual Sample measure(const StepRef& step) = 0;
   // Read bandwidth (GB/s) on the CPUs the configuration's target runs on.
@@ -58,8 +72,11 @@ class StepDriver {
 
 struct Row {
   StepRef ref;
-  std::string status;  // "measured" or the driver's status text
-  bool measured = false;
+  RowState state = RowState::measured;
+  std::string reason;  // why it was not measured
+  bool measured() const { return state == RowState::measured; }
+  // "measured", or the state and its reason ("skipped: no resctrl").
+  std::string status() const;
   std::vector<Sample> samples;
   Summary tok_s;
   std::vector<double> bandwidth_samples_gbps;

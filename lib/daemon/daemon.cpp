@@ -61,7 +61,7 @@ std::string Daemon::resolve(const std::string& host_path) const {
   return host::Sysroot(o_.sysroot).resolve(host_path).string();
 }
 
-std::unique_ptr<Daemon::Loaded> Daemon::load(const std::string& trigger) {
+std::unique_ptr<Daemon::Loaded> Daemon::load(Trigger trigger) {
   auto l = std::make_unique<Loaded>();
   l->cfg = load_config(o_.config);
   try {
@@ -79,9 +79,9 @@ std::unique_ptr<Daemon::Loaded> Daemon::load(const std::string& trigger) {
           "{}:{}: [[instance]] {}: its partition has a single CPU ({}), too small for the launch "
           "config's two sides: give it at least two CPUs",
           l->cfg.source, i.cfg.line, i.cfg.name, common::format_cpulist(i.cpus)));
-  spdlog::info("{}: config {}: profile {}, {} knob(s) in {} step(s), {} instance(s)", trigger,
-               l->cfg.source, l->session.profile.name, l->session.knobs.size(),
-               l->session.steps.size(), l->instances.size());
+  spdlog::info("{}: config {}: profile {}, {} knob(s) in {} step(s), {} instance(s)",
+               trigger_name(trigger), l->cfg.source, l->session.profile.name,
+               l->session.knobs.size(), l->session.steps.size(), l->instances.size());
   return l;
 }
 
@@ -195,7 +195,7 @@ nlohmann::json Daemon::reload() {
   notify("RELOADING=1");
   std::unique_ptr<Loaded> next;
   try {
-    next = load("reload");
+    next = load(Trigger::reload);
   } catch (const std::exception& e) {
     {
       std::lock_guard lk(mu_);
@@ -218,7 +218,7 @@ nlohmann::json Daemon::reload() {
     std::lock_guard lk(mu_);
     ++counters_.reloads;
   }
-  check_drift("reload");
+  check_drift(Trigger::reload);
   notify("READY=1\nSTATUS=reloaded " + o_.config);
   return status();
 }
@@ -293,7 +293,7 @@ void Daemon::event_loop(int sfd, int interval, int debounce) {
     if (stop_requested_) break;
     if (fds[1].revents & POLLIN) {
       drain_fd(interval);
-      check_drift("interval");
+      check_drift(Trigger::interval);
     }
     if (fds[3].revents & POLLIN) {
       std::string what;
@@ -304,7 +304,7 @@ void Daemon::event_loop(int sfd, int interval, int debounce) {
     }
     if (fds[2].revents & POLLIN) {
       drain_fd(debounce);
-      check_drift("uevent");
+      check_drift(Trigger::uevent);
     }
   }
 }
@@ -324,7 +324,7 @@ int Daemon::run() {
     return 1;
   }
   try {
-    auto first = load("start");
+    auto first = load(Trigger::start);
     std::lock_guard lk(mu_);
     cur_ = std::move(first);
     if (cur_->cfg.apply_on_start) {
@@ -355,7 +355,7 @@ int Daemon::run() {
     std::lock_guard lk(mu_);
     start_instances_locked();
   }
-  check_drift("start");
+  check_drift(Trigger::start);
   notify(fmt::format("READY=1\nSTATUS=profile {} applied, {} instance(s)",
                      cur_->session.profile.name, cur_->instances.size()));
   spdlog::info("ready");

@@ -53,7 +53,7 @@ class Daemon {
 
   nlohmann::json status();
   nlohmann::json plan();
-  nlohmann::json verify(const std::string& trigger);
+  nlohmann::json verify(Trigger trigger);
   // The apply result, whatever its exit code (a failed knob is in the result).
   nlohmann::json apply(const ApplyRequest& req = {});
   nlohmann::json revert();
@@ -66,14 +66,14 @@ class Daemon {
 
  private:
   struct Loaded;  // a config with its session and carved instances
-  std::unique_ptr<Loaded> load(const std::string& trigger);
+  std::unique_ptr<Loaded> load(Trigger trigger);
   void commit(std::unique_ptr<Loaded> next, bool apply_now);
   // Every configured knob, or `knobs` with `opts` (a socket apply).
   stack::ApplyResult apply_locked();
   stack::ApplyResult apply_locked(const std::vector<stack::Knob>& knobs, stack::ApplyOptions opts);
   void start_instances_locked();
   void stop_instances(std::vector<std::unique_ptr<Instance>> gone);
-  void check_drift(const std::string& trigger);
+  void check_drift(Trigger trigger);
   void write_metrics_locked();
   void shutdown();
   void event_loop(int signal_fd, int interval_fd, int debounce_fd);

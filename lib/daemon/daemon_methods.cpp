@@ -39,7 +39,7 @@ void Daemon::write_metrics_locked() {
   }
 }
 
-void Daemon::check_drift(const std::string& trigger) {
+void Daemon::check_drift(Trigger trigger) {
   std::lock_guard lk(mu_);
   if (!cur_) return;
   auto r = verify_session(cur_->session, trigger);
@@ -48,16 +48,16 @@ void Daemon::check_drift(const std::string& trigger) {
     ++counters_.drift_events;
     counters_.drifted_knobs += r.drifted.size();
     for (const auto& d : r.drifted)
-      spdlog::warn("drift ({}): {} {}: {} (profile wants {})", trigger, d.step, d.name, d.current,
-                   d.desired);
+      spdlog::warn("drift ({}): {} {}: {} (profile wants {})", trigger_name(trigger), d.step,
+                   d.name, d.current, d.desired);
     if (cur_->cfg.drift.repair && applied_) {
       repair_drift(cur_->session, r);
       counters_.repairs += r.repairs.size();
       if (!r.repaired) ++counters_.repair_failures;
     }
   } else {
-    spdlog::debug("verify ({}): {} passed, {} failed, {} skipped", trigger, r.checklist.passed,
-                  r.checklist.failed, r.checklist.skipped);
+    spdlog::debug("verify ({}): {} passed, {} failed, {} skipped", trigger_name(trigger),
+                  r.checklist.passed, r.checklist.failed, r.checklist.skipped);
   }
   notify(fmt::format("STATUS=profile {} {}; last verify: {} drifted{}", cur_->session.profile.name,
                      applied_ ? "applied" : "not applied", r.drifted.size(),
@@ -120,7 +120,7 @@ nlohmann::json Daemon::plan() {
   return j;
 }
 
-nlohmann::json Daemon::verify(const std::string& trigger) {
+nlohmann::json Daemon::verify(Trigger trigger) {
   check_drift(trigger);
   std::lock_guard lk(mu_);
   return to_json(*last_verify_);

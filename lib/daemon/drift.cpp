@@ -12,7 +12,23 @@ std::vector<stack::KnobPlan> plans_of(const stack::Session& s) {
 }
 }  // namespace
 
-VerifyReport verify_session(const stack::Session& s, const std::string& trigger) {
+const char* trigger_name(Trigger t) {
+  switch (t) {
+    case Trigger::start:
+      return "start";
+    case Trigger::reload:
+      return "reload";
+    case Trigger::interval:
+      return "interval";
+    case Trigger::uevent:
+      return "uevent";
+    case Trigger::request:
+      return "request";
+  }
+  return "?";
+}
+
+VerifyReport verify_session(const stack::Session& s, Trigger trigger) {
   VerifyReport r;
   r.at = std::time(nullptr);
   r.trigger = trigger;
@@ -56,7 +72,7 @@ nlohmann::json to_json(const VerifyReport& r) {
   nlohmann::json repairs = nlohmann::json::array();
   for (const auto& o : r.repairs) repairs.push_back(stack::to_json(o));
   return {{"at", r.at},
-          {"trigger", r.trigger},
+          {"trigger", trigger_name(r.trigger)},
           {"passed", r.checklist.passed},
           {"failed", r.checklist.failed},
           {"skipped", r.checklist.skipped},

@@ -21,9 +21,14 @@ struct DriftedKnob {
   std::string step, name, path, current, desired;
 };
 
+// What made the daemon verify (or load its config).
+enum class Trigger { start, reload, interval, uevent, request };
+// "start", "reload", "interval", "uevent", "request": in logs and status JSON.
+const char* trigger_name(Trigger t);
+
 struct VerifyReport {
   std::time_t at = 0;
-  std::string trigger;  // "start", "interval", "uevent", "request", "reload"
+  Trigger trigger = Trigger::start;
   stack::Checklist checklist;
   std::vector<DriftedKnob> drifted;  // writable knobs that differ from the profile
   bool repaired = false;             // a repair ran and left nothing drifted
@@ -32,7 +37,7 @@ struct VerifyReport {
 };
 
 // Plans the session's knobs and lists what drifted. Never writes.
-VerifyReport verify_session(const stack::Session& s, const std::string& trigger);
+VerifyReport verify_session(const stack::Session& s, Trigger trigger);
 
 // Applies only the drifted knobs (journaled); fills report.repairs and
 // repaired / repair_error.

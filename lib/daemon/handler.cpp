@@ -54,7 +54,7 @@ control::Handler make_handler(Daemon& d) {
     spdlog::debug("control: {} from pid {} uid {}", r.method, peer.pid, peer.uid);
     if (r.method == "status") return no_params(r), d.status();
     if (r.method == "plan") return no_params(r), d.plan();
-    if (r.method == "verify") return no_params(r), d.verify("request");
+    if (r.method == "verify") return no_params(r), d.verify(Trigger::request);
     if (r.method == "engine.status") return d.engine_status(name_param(r));
     if (control::access_needed(r.method) == control::Access::write)
       spdlog::info("control: {} by uid {} (pid {})", r.method, peer.uid, peer.pid);

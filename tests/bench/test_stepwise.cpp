@@ -14,19 +14,19 @@ namespace {
 struct FakeDriver : StepDriver {
   std::vector<std::string> log;
   std::map<std::string, double> speed{{"stock", 10}, {"bios", 10}, {"numa", 13}, {"spec", 20}};
-  std::map<std::string, std::string> status{{"isolation", "needs reboot: not measured"},
-                                            {"cat", "skipped: no resctrl"}};
+  std::map<std::string, StepOutcome> status{{"isolation", {RowState::needs_reboot, "not measured"}},
+                                            {"cat", {RowState::skipped, "no resctrl"}}};
   int applied = 0, measured = 0, interrupt_after = -1, throw_after = -1;
   std::string state = "stock";
   void to_stock() override {
     log.push_back("stock");
     state = "stock";
   }
-  std::string apply_step(const StepRef& s) override {
+  StepOutcome apply_step(const StepRef& s) override {
     log.push_back("apply " + s.name);
     state = s.name;
     ++applied;
-    return status.count(s.name) ? status[s.name] : "";
+    return status.count(s.name) ? status[s.name] : StepOutcome{};
   }
   Sample measure(const StepRef& s) override {
     log.push_back("measure " + s.name);
@@ -67,11 +67,12 @@ TEST_CASE("rows: status, deltas, verdicts and roofline") {
   FakeDriver d;
   auto r = run_stepwise(d, {steps(), 3, {}});
   REQUIRE(r.rows.size() == 6);
-  CHECK(r.rows[3].status == "needs reboot: not measured");
-  CHECK(!r.rows[3].measured);
-  CHECK(r.rows[4].status == "skipped: no resctrl");
+  CHECK(r.rows[3].status() == "needs reboot: not measured");
+  CHECK(r.rows[3].state == RowState::needs_reboot);
+  CHECK(!r.rows[3].measured());
+  CHECK(r.rows[4].status() == "skipped: no resctrl");
   const auto& numa = r.rows[2];
-  CHECK(numa.measured);
+  CHECK(numa.measured());
   CHECK(numa.delta_prev == doctest::Approx(0.3).epsilon(0.01));
   CHECK(numa.vs_prev->verdict == Verdict::significant);
   CHECK(r.rows[1].vs_prev->verdict == Verdict::within_noise);

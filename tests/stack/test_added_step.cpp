@@ -248,7 +248,7 @@ TEST_CASE("the bench walks an added step") {
   auto res = bench::run_stepwise(d, o);
   REQUIRE(res.rows.size() == 2);
   CHECK(res.rows[1].ref.name == kName);
-  CHECK(res.rows[1].status == "measured");
+  CHECK(res.rows[1].state == bench::RowState::measured);
   // Stock, then the chime applied, each round; stock again at the end.
   CHECK(d.modes == std::vector<std::string>{"quiet", "loud", "quiet", "loud"});
   CHECK(h.mode() == "quiet");
