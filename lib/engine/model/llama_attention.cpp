@@ -57,8 +57,8 @@ void LlamaModel::finish_qkv(int il, float* q, float* k, float* v, int p) {
   s.rope->apply(k, c.n_kv_heads, p);
 }
 
-// x += wo * attention(rope(q), rope(k), v), from xn = rmsnorm(x); the new
-// keys and values go into the cache at positions pos_ .. pos_ + B - 1.
+// x += wo * attention(rope(q), rope(k), v), from xn = rmsnorm(x); each row's
+// key and value go into its sequence's cache at its position.
 void LlamaModel::attention_block(int il, int B) {
   if (cfg_.mla.kv_lora_rank > 0) return mla_attention_block(il, B);
   Impl& s = *impl_;
@@ -70,11 +70,11 @@ void LlamaModel::attention_block(int il, int B) {
                      c.norm_eps);
   project_qkv(il, B);
   for (int t = 0; t < B; ++t) {
-    const int p = pos_ + t;
+    const auto [kv, p] = s.at[size_t(t)];
     float* k = &s.k[size_t(t) * kvd];
     float* v = &s.v[size_t(t) * kvd];
     finish_qkv(il, &s.q[size_t(t) * qd], k, v, p);
-    s.kv->store(il, p, k, v);
+    kv->store(il, p, k, v);
   }
   attend_cached(il, B);
   detail::prepare_acts(pool_, L.wo.type, s.att.data(), B, qd, s.acts_a);
@@ -114,20 +114,23 @@ void LlamaModel::attend_cached(int il, int B) {
   const int window = c.swa_layer(il) ? c.n_swa : 0;
   const int group = c.n_heads / c.n_kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  // One work item per (kv head, run of tokens): the head's keys and values
-  // are converted once for the run's last token and serve every token of
-  // the run and the `group` query heads that share them (per token, an
-  // 8-token verify would convert them 8 times). Runs are the whole batch
-  // unless that leaves fewer than ~4 items per thread.
+  // One work item per (kv head, run of tokens of one sequence): the head's
+  // keys and values are converted once for the run's last token and serve
+  // every token of the run and the `group` query heads that share them (per
+  // token, an 8-token verify would convert them 8 times). Runs are whole
+  // sequences unless that leaves fewer than ~4 items per thread.
   const int run = std::clamp(B * c.n_kv_heads / (4 * pool_.size()), 1, B);
-  const int runs = (B + run - 1) / run;
-  pool_.parallel_for(int64_t(runs) * c.n_kv_heads, 1, [&](int64_t b, int64_t e, int tid) {
+  std::vector<Impl::Segment> runs;
+  for (const auto& seg : s.segs)
+    for (int t0 = seg.t0; t0 < seg.t1; t0 += run) runs.push_back({t0, std::min(seg.t1, t0 + run)});
+  pool_.parallel_for(int64_t(runs.size()) * c.n_kv_heads, 1, [&](int64_t b, int64_t e, int tid) {
     auto& ts = s.scratch[tid];
     for (int64_t item = b; item < e; ++item) {
       const int g = static_cast<int>(item % c.n_kv_heads);
-      const int t0 = static_cast<int>(item / c.n_kv_heads) * run;
-      const int t1 = std::min(B, t0 + run);
-      const int n_max = pos_ + t1;  // the run's last token sees positions 0 .. pos_ + t1 - 1
+      const auto [t0, t1] = runs[size_t(item / c.n_kv_heads)];
+      const KvCache& kv = *s.at[size_t(t0)].kv;
+      const int pos0 = s.at[size_t(t0)].pos;  // row t is at pos0 + t - t0
+      const int n_max = pos0 + (t1 - t0);  // the run's last row sees positions 0 .. n_max - 1
       if (ts.keys.size() < size_t(n_max) * hd) {
         // Grow geometrically up to n_ctx: long contexts pay for what they use.
         size_t cap = std::min<size_t>(n_ctx_, std::max<size_t>(n_max, ts.keys.size() / hd * 2));
@@ -136,13 +139,13 @@ void LlamaModel::attend_cached(int il, int B) {
         ts.scores.resize(cap + 1);  // + a sink
       }
       // A window layer's run needs positions from its first token's window on.
-      const int lo = window > 0 ? std::max(0, pos_ + t0 - window + 1) : 0;
-      s.kv->load_k(il, g, lo, n_max - lo, ts.keys.data());
-      s.kv->load_v(il, g, lo, n_max - lo, ts.vals.data());
+      const int lo = window > 0 ? std::max(0, pos0 - window + 1) : 0;
+      kv.load_k(il, g, lo, n_max - lo, ts.keys.data());
+      kv.load_v(il, g, lo, n_max - lo, ts.vals.data());
       for (int t = t0; t < t1; ++t) {
-        // Causal: positions 0 .. pos_ + t; in a window, the last n_swa of them
+        // Causal: positions 0 .. p; in a window, the last n_swa of them
         // (llama.cpp masks a position once the query is n_swa or more ahead).
-        const int p = pos_ + t;
+        const int p = pos0 + (t - t0);
         const int first = window > 0 ? std::max(0, p - window + 1) : 0;
         const int n = p + 1 - first;
         const float* keys = ts.keys.data() + size_t(first - lo) * hd;

@@ -19,7 +19,18 @@ namespace epyctune::engine {
 
 struct LlamaModel::Impl {
   LlamaWeights w;
-  std::unique_ptr<KvCache> kv;
+  std::unique_ptr<KvCache> kv;  // the default sequence's
+  // Per activation row of the pass: the cache it reads and writes and its
+  // position; and the runs of rows that belong to one sequence.
+  struct RowAt {
+    KvCache* kv;
+    int pos;
+  };
+  struct Segment {
+    int t0, t1;
+  };
+  std::vector<RowAt> at;
+  std::vector<Segment> segs;
   std::unique_ptr<RopeTable> rope;
   runtime::WeightMemory weight_copy;  // empty when weights are used from the mapping
   // Activations, [batch][...] row-major, sized for max_batch.

@@ -121,6 +121,7 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::filesystem::path& path,
   const auto& c = m->cfg_;
   m->impl_->kv =
       std::make_unique<KvCache>(c.n_layers, m->n_ctx_, c.n_kv_heads, c.head_dim, opts.kv_type);
+  m->kv_type_ = opts.kv_type;
   m->impl_->rope = std::make_unique<RopeTable>(c, w.rope_freqs);
   m->setup_moe(opts.experts_per_token);
   m->max_batch_ = std::max(1, opts.max_batch);
@@ -308,13 +309,82 @@ void LlamaModel::forward_chunk(std::span<const int32_t> tokens, float* logits, b
       throw std::out_of_range(
           fmt::format("token id {} outside the vocabulary [0, {})", t, cfg_.n_vocab));
   impl_->reserve(B, cfg_);
+  impl_->at.resize(size_t(B));
+  for (int t = 0; t < B; ++t) impl_->at[size_t(t)] = {impl_->kv.get(), pos_ + t};
+  impl_->segs.assign(1, {0, B});
   embed(tokens);
+  run_layers(B);
+  pos_ += B;
+  if (logits) output_head(B, logits, last_only);
+}
+
+void LlamaModel::run_layers(int B) {
   for (int il = 0; il < cfg_.n_layers; ++il) {
     attention_block(il, B);
     ffn_block(il, B);
   }
-  pos_ += B;
-  if (logits) output_head(B, logits, last_only);
+}
+
+Sequence::Sequence(std::unique_ptr<KvCache> kv) : kv_(std::move(kv)) {}
+Sequence::~Sequence() = default;
+
+void Sequence::truncate(int pos) {
+  if (pos < 0) throw std::out_of_range(fmt::format("truncate({}): negative position", pos));
+  pos_ = std::min(pos_, pos);
+}
+
+uint64_t Sequence::kv_bytes() const {
+  return kv_->bytes();
+}
+
+std::unique_ptr<Sequence> LlamaModel::new_sequence() const {
+  const auto& c = cfg_;
+  return std::unique_ptr<Sequence>(new Sequence(
+      std::make_unique<KvCache>(c.n_layers, n_ctx_, c.n_kv_heads, c.head_dim, kv_type_)));
+}
+
+void LlamaModel::forward_rows(std::span<const SeqRow> rows, float* logits) {
+  // Checked whole before anything runs, so a bad batch moves no sequence.
+  std::vector<std::pair<Sequence*, int>> runs;  // each sequence and its row count
+  for (const auto& r : rows) {
+    if (!r.seq) throw std::invalid_argument("forward_rows: a row without a sequence");
+    if (r.token < 0 || r.token >= cfg_.n_vocab)
+      throw std::out_of_range(
+          fmt::format("token id {} outside the vocabulary [0, {})", r.token, cfg_.n_vocab));
+    if (!runs.empty() && runs.back().first == r.seq) {
+      ++runs.back().second;
+      continue;
+    }
+    for (const auto& [seq, n] : runs)
+      if (seq == r.seq)
+        throw std::invalid_argument("forward_rows: a sequence's rows must be contiguous");
+    runs.emplace_back(r.seq, 1);
+  }
+  for (const auto& [seq, n] : runs)
+    if (seq->pos_ + n > n_ctx_)
+      throw std::out_of_range(fmt::format("context full: {} cached + {} new tokens > n_ctx {}",
+                                          seq->pos_, n, n_ctx_));
+  std::vector<int32_t> tokens;
+  for (size_t i = 0; i < rows.size(); i += size_t(max_batch_)) {
+    const int B = static_cast<int>(std::min<size_t>(size_t(max_batch_), rows.size() - i));
+    Impl& s = *impl_;
+    s.reserve(B, cfg_);
+    s.at.resize(size_t(B));
+    s.segs.clear();
+    tokens.resize(size_t(B));
+    for (int t = 0; t < B; ++t) {
+      const SeqRow& r = rows[i + size_t(t)];
+      if (t == 0 || rows[i + size_t(t) - 1].seq != r.seq) s.segs.push_back({t, t});
+      auto& seg = s.segs.back();
+      s.at[size_t(t)] = {r.seq->kv_.get(), r.seq->pos_ + (t - seg.t0)};
+      seg.t1 = t + 1;
+      tokens[size_t(t)] = r.token;
+    }
+    embed(tokens);
+    run_layers(B);
+    for (const auto& seg : s.segs) rows[i + size_t(seg.t0)].seq->pos_ += seg.t1 - seg.t0;
+    if (logits) output_head(B, logits + i * size_t(cfg_.n_vocab), false);
+  }
 }
 
 // x = the tokens' embedding rows.

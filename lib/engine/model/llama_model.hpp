@@ -75,6 +75,35 @@ struct LoadReport {
   runtime::SharedWeightsInfo shared;  // shared.shared: mapped from a store file
 };
 
+class KvCache;
+
+// One sequence's own KV cache and position, beside the model's default one:
+// many sequences share one model's weights, and LlamaModel::forward_rows runs
+// rows of several in one pass. Made by LlamaModel::new_sequence; must not
+// outlive the model.
+class Sequence {
+ public:
+  ~Sequence();
+  Sequence(const Sequence&) = delete;
+  Sequence& operator=(const Sequence&) = delete;
+  int pos() const { return pos_; }
+  // Drops every cached position >= pos.
+  void truncate(int pos);
+  uint64_t kv_bytes() const;  // reserved (address space), not resident
+
+ private:
+  friend class LlamaModel;
+  explicit Sequence(std::unique_ptr<KvCache> kv);
+  std::unique_ptr<KvCache> kv_;
+  int pos_ = 0;
+};
+
+// One row of a multi-sequence pass: the next token of one sequence.
+struct SeqRow {
+  Sequence* seq = nullptr;
+  int32_t token = 0;
+};
+
 class LlamaModel : public CausalLM {
  public:
   // The pool runs every parallel region of this model and must outlive it.
@@ -93,6 +122,18 @@ class LlamaModel : public CausalLM {
   // Like forward(), but computes only the last token's logits (prompt
   // prefill); identical to forward()'s last row.
   void forward_last(std::span<const int32_t> tokens, float* logits);
+
+  // A new sequence with a cache of n_ctx() positions, in the default
+  // sequence's KV type. Its memory is taken as positions are reached.
+  std::unique_ptr<Sequence> new_sequence() const;
+  // Appends each row's token to its sequence in one batched pass: every
+  // weight matrix is read once for all rows, and each row attends to its own
+  // sequence's cache. A sequence's rows must be contiguous, in order. logits
+  // (may be null) receives rows.size() rows of n_vocab(). Each row's logits
+  // are bit for bit those of running its sequence alone. Throws
+  // std::invalid_argument for a null or split sequence, std::out_of_range
+  // as forward() does; on a throw no sequence has moved.
+  void forward_rows(std::span<const SeqRow> rows, float* logits);
 
   const LlamaConfig& config() const { return cfg_; }
   const gguf::File& file() const { return *file_; }  // for Tokenizer::from_gguf
@@ -121,6 +162,9 @@ class LlamaModel : public CausalLM {
   struct Impl;
   LlamaModel(runtime::ThreadPool& pool);
   void forward_chunk(std::span<const int32_t> tokens, float* logits, bool last_only);
+  // The layers over B rows whose embeddings, positions and caches impl_
+  // holds (Impl::at, Impl::segs).
+  void run_layers(int B);
   // forward_chunk's steps, on the B tokens' activation rows in impl_.
   void setup_moe(int experts_per_token);
   void embed(std::span<const int32_t> tokens);
@@ -143,6 +187,7 @@ class LlamaModel : public CausalLM {
   int n_ctx_ = 0;
   int pos_ = 0;
   int max_batch_ = 64;
+  GgmlType kv_type_ = GgmlType::F16;
   LoadReport load_;
   std::unique_ptr<Impl> impl_;
 };

@@ -108,9 +108,10 @@ void LlamaModel::mla_attention_block(int il, int B) {
   for (int t = 0; t < B; ++t) {
     float* kva = &s.mla_kva[size_t(t) * kva_w];
     kernels::rmsnorm(&s.mla_lat[size_t(t) * r], kva, m.kv_a_norm.data(), r, c.norm_eps);
-    rope_norm(c, kva + r, pos_ + t);
+    const int p = s.at[size_t(t)].pos;
+    rope_norm(c, kva + r, p);
     for (int h = 0; h < H; ++h)
-      rope_norm(c, &s.q[size_t(t) * H * qk + size_t(h) * qk] + (qk - c.n_rot), pos_ + t);
+      rope_norm(c, &s.q[size_t(t) * H * qk + size_t(h) * qk] + (qk - c.n_rot), p);
   }
   mla_expand_kv(il, B);
   mla_attend(il, B);
@@ -160,33 +161,39 @@ void LlamaModel::mla_expand_kv(int il, int B) {
       std::memcpy(vh_out, vv, sizeof(float) * vh);
       std::fill(vh_out + vh, vh_out + qk, 0.0f);
     }
-    s.kv->store(il, pos_ + t, k, v);
+    s.at[size_t(t)].kv->store(il, s.at[size_t(t)].pos, k, v);
   }
 }
 
 // att[t][h] = softmax(q k^T * kq_scale) v over layer il's cache, causal; the
 // first v_head_dim of each padded value.
-void LlamaModel::mla_attend(int il, int B) {
+void LlamaModel::mla_attend(int il, [[maybe_unused]] int B) {
   Impl& s = *impl_;
   const auto& c = cfg_;
   const int H = c.n_heads, qk = c.head_dim, vh = c.mla.v_head_dim;
   const float scale = kq_scale(c);
-  pool_.parallel_for(H, 1, [&](int64_t b, int64_t e, int tid) {
+  // One work item per (sequence, head).
+  const int n_seg = static_cast<int>(s.segs.size());
+  pool_.parallel_for(int64_t(n_seg) * H, 1, [&](int64_t b, int64_t e, int tid) {
     auto& ts = s.scratch[tid];
-    const int n_max = pos_ + B;
-    if (ts.scores.size() < size_t(n_max) + qk) {
-      const size_t cap = std::min<size_t>(n_ctx_, std::max<size_t>(n_max, ts.scores.size() * 2));
-      ts.keys.resize(cap * qk);
-      ts.vals.resize(cap * qk);
-      ts.scores.resize(cap + qk);  // + one padded output head
-    }
-    float* out = ts.scores.data() + (ts.scores.size() - qk);
-    for (int64_t h = b; h < e; ++h) {
-      s.kv->load_k(il, static_cast<int>(h), 0, n_max, ts.keys.data());
-      s.kv->load_v(il, static_cast<int>(h), 0, n_max, ts.vals.data());
-      for (int t = 0; t < B; ++t) {
+    for (int64_t item = b; item < e; ++item) {
+      const int h = static_cast<int>(item % H);
+      const auto [t0, t1] = s.segs[size_t(item / H)];
+      const KvCache& kv = *s.at[size_t(t0)].kv;
+      const int pos0 = s.at[size_t(t0)].pos;
+      const int n_max = pos0 + (t1 - t0);
+      if (ts.scores.size() < size_t(n_max) + qk) {
+        const size_t cap = std::min<size_t>(n_ctx_, std::max<size_t>(n_max, ts.scores.size() * 2));
+        ts.keys.resize(cap * qk);
+        ts.vals.resize(cap * qk);
+        ts.scores.resize(cap + qk);  // + one padded output head
+      }
+      float* out = ts.scores.data() + (ts.scores.size() - qk);
+      kv.load_k(il, h, 0, n_max, ts.keys.data());
+      kv.load_v(il, h, 0, n_max, ts.vals.data());
+      for (int t = t0; t < t1; ++t) {
         kernels::attend(&s.q[(size_t(t) * H + h) * qk], ts.keys.data(), ts.vals.data(),
-                        pos_ + t + 1, qk, scale, ts.scores.data(), out);
+                        pos0 + (t - t0) + 1, qk, scale, ts.scores.data(), out);
         std::memcpy(&s.att[(size_t(t) * H + h) * vh], out, sizeof(float) * vh);
       }
     }
