@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/epyctune-engine/bench_parallel.hpp"
 #include "apps/epyctune-engine/bench_spec.hpp"
 #include "apps/epyctune-engine/commands.hpp"
 #include "apps/epyctune-engine/engine_options.hpp"
@@ -487,8 +488,8 @@ void add_bench_command(CLI::App& app, GlobalOptions& global) {
   auto* spec = cmd->add_option("--spec", sp.spec, "Speculative configurations: adaptive and/or K")
                    ->delimiter(',');
   auto* n = cmd->add_option("-n,--n-predict", sp.n_predict,
-                            "Tokens per decode (with --draft/--spec only: plain passes are "
-                            "--passes)")
+                            "Tokens per decode (with --draft/--spec/--parallel only: plain "
+                            "passes are --passes)")
                 ->capture_default_str();
   cmd->add_option("--prompt,-p", sp.prompt, "Prompt text (speculative bench)");
   add_spec_mode_option(cmd, sp.spec_mode);
@@ -496,11 +497,32 @@ void add_bench_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_flag(
       "--no-cost-cache", [&sp](int64_t) { sp.cost_cache = false; },
       "Measure pass times afresh instead of reading the cached ones");
-  cmd->callback([o, &global, draft, spec, n] {
+  auto par = std::make_shared<ParallelBenchOptions>();
+  auto* parallel = cmd->add_option("--parallel", par->parallel,
+                                   "Sequences decoding at once, e.g. 1,2,4,8: aggregate tok/s "
+                                   "per count instead (prompt tokens per sequence: --ctx)")
+                       ->delimiter(',')
+                       ->check(CLI::Range(1, 256))
+                       ->excludes(draft)
+                       ->excludes(spec);
+  cmd->callback([o, par, &global, draft, spec, n, parallel] {
+    if (parallel->count() > 0) {
+      auto p = *par;
+      p.model = o->model;
+      p.prompt_tokens = o->ctx;
+      p.n_predict = n->count() > 0 ? o->spec.n_predict : 32;
+      p.repeat = o->repeat;
+      p.threads = o->threads;
+      p.cpus = o->cpus;
+      p.kv = o->kv;
+      p.json = o->json;
+      p.bw_mib = o->bw_mib;
+      return void(global.exit_code = run_parallel_bench(p));
+    }
     if (draft->count() + spec->count() == 0) {
       if (n->count() > 0)
         throw CLI::ValidationError("-n",
-                                   "tokens to decode: only with --draft or --spec; "
+                                   "tokens to decode: only with --draft, --spec or --parallel; "
                                    "forward passes per repetition are --passes");
       return void(global.exit_code = run_bench(*o));
     }

@@ -130,7 +130,7 @@ void LlamaModel::attend_cached(int il, int B) {
       const auto [t0, t1] = runs[size_t(item / c.n_kv_heads)];
       const KvCache& kv = *s.at[size_t(t0)].kv;
       const int pos0 = s.at[size_t(t0)].pos;  // row t is at pos0 + t - t0
-      const int n_max = pos0 + (t1 - t0);  // the run's last row sees positions 0 .. n_max - 1
+      const int n_max = pos0 + (t1 - t0);     // the run's last row sees positions 0 .. n_max - 1
       if (ts.keys.size() < size_t(n_max) * hd) {
         // Grow geometrically up to n_ctx: long contexts pay for what they use.
         size_t cap = std::min<size_t>(n_ctx_, std::max<size_t>(n_max, ts.keys.size() / hd * 2));

@@ -362,8 +362,8 @@ void LlamaModel::forward_rows(std::span<const SeqRow> rows, float* logits) {
   }
   for (const auto& [seq, n] : runs)
     if (seq->pos_ + n > n_ctx_)
-      throw std::out_of_range(fmt::format("context full: {} cached + {} new tokens > n_ctx {}",
-                                          seq->pos_, n, n_ctx_));
+      throw std::out_of_range(
+          fmt::format("context full: {} cached + {} new tokens > n_ctx {}", seq->pos_, n, n_ctx_));
   std::vector<int32_t> tokens;
   for (size_t i = 0; i < rows.size(); i += size_t(max_batch_)) {
     const int B = static_cast<int>(std::min<size_t>(size_t(max_batch_), rows.size() - i));
