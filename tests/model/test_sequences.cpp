@@ -153,3 +153,25 @@ TEST_CASE("forward_rows refuses split sequences, bad tokens and overflow, moving
   CHECK_THROWS_AS(a->truncate(-1), std::out_of_range);
   CHECK(a->kv_bytes() > 0);
 }
+
+TEST_CASE("forward_rows writes logits only for the rows that ask for them") {
+  TempDir dir;
+  auto pool = runtime::ThreadPool::unpinned(2);
+  const auto path = make_model(dir, "tiny", "q8_0");
+  auto m = LlamaModel::load(path, pool);
+  const int V = m->n_vocab();
+  auto a = m->new_sequence(), b = m->new_sequence(), c = m->new_sequence(), d = m->new_sequence();
+  std::vector<SeqRow> all, some;
+  for (int i = 0; i < 9; ++i) {
+    all.push_back({i < 5 ? a.get() : b.get(), (i * 13 + 1) % V});
+    some.push_back({i < 5 ? c.get() : d.get(), (i * 13 + 1) % V, i == 4 || i == 8 || i == 2});
+  }
+  std::vector<float> la(all.size() * size_t(V)), ls(3 * size_t(V), -1.0f);
+  m->forward_rows(all, la.data());
+  m->forward_rows(some, ls.data());
+  CHECK(bit_equal(ls.data(), la.data() + 2 * V, size_t(V)));
+  CHECK(bit_equal(ls.data() + V, la.data() + 4 * V, size_t(V)));
+  CHECK(bit_equal(ls.data() + 2 * V, la.data() + 8 * V, size_t(V)));
+  CHECK(c->pos() == 5);
+  CHECK(d->pos() == 4);
+}

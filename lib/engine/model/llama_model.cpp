@@ -365,6 +365,8 @@ void LlamaModel::forward_rows(std::span<const SeqRow> rows, float* logits) {
       throw std::out_of_range(
           fmt::format("context full: {} cached + {} new tokens > n_ctx {}", seq->pos_, n, n_ctx_));
   std::vector<int32_t> tokens;
+  std::vector<int> out_rows;
+  float* out = logits;
   for (size_t i = 0; i < rows.size(); i += size_t(max_batch_)) {
     const int B = static_cast<int>(std::min<size_t>(size_t(max_batch_), rows.size() - i));
     Impl& s = *impl_;
@@ -383,7 +385,12 @@ void LlamaModel::forward_rows(std::span<const SeqRow> rows, float* logits) {
     embed(tokens);
     run_layers(B);
     for (const auto& seg : s.segs) rows[i + size_t(seg.t0)].seq->pos_ += seg.t1 - seg.t0;
-    if (logits) output_head(B, logits + i * size_t(cfg_.n_vocab), false);
+    if (!out) continue;
+    out_rows.clear();
+    for (int t = 0; t < B; ++t)
+      if (rows[i + size_t(t)].logits) out_rows.push_back(t);
+    output_rows(out_rows, out);
+    out += out_rows.size() * size_t(cfg_.n_vocab);
   }
 }
 
@@ -403,14 +410,20 @@ void LlamaModel::embed(std::span<const int32_t> tokens) {
 
 // logits = output * rmsnorm(x) for every token, or only the last (prefill).
 void LlamaModel::output_head(int B, float* logits, bool last_only) {
+  std::vector<int> rows;
+  for (int t = last_only ? B - 1 : 0; t < B; ++t) rows.push_back(t);
+  output_rows(rows, logits);
+}
+
+void LlamaModel::output_rows(const std::vector<int>& rows, float* logits) {
+  if (rows.empty()) return;
   Impl& s = *impl_;
   const auto& c = cfg_;
   const int dim = c.dim;
-  const int first = last_only ? B - 1 : 0;
-  const int nout = B - first;
-  for (int t = first; t < B; ++t)
-    kernels::rmsnorm(&s.xn[size_t(t - first) * dim], &s.x[size_t(t) * dim], s.w.output_norm.data(),
-                     dim, c.norm_eps);
+  const int nout = static_cast<int>(rows.size());
+  for (int i = 0; i < nout; ++i)
+    kernels::rmsnorm(&s.xn[size_t(i) * dim], &s.x[size_t(rows[size_t(i)]) * dim],
+                     s.w.output_norm.data(), dim, c.norm_eps);
   detail::prepare_acts(pool_, s.w.output.type, s.xn.data(), nout, dim, s.acts_a);
   detail::run_matmuls(pool_, {{&s.w.output, &s.acts_a, logits, c.n_vocab}});
 }

@@ -102,6 +102,7 @@ class Sequence {
 struct SeqRow {
   Sequence* seq = nullptr;
   int32_t token = 0;
+  bool logits = true;  // false: the row only extends its cache (a prompt's inner rows)
 };
 
 class LlamaModel : public CausalLM {
@@ -129,8 +130,9 @@ class LlamaModel : public CausalLM {
   // Appends each row's token to its sequence in one batched pass: every
   // weight matrix is read once for all rows, and each row attends to its own
   // sequence's cache. A sequence's rows must be contiguous, in order. logits
-  // (may be null) receives rows.size() rows of n_vocab(). Each row's logits
-  // are bit for bit those of running its sequence alone. Throws
+  // (may be null) receives n_vocab() floats for each row with `logits` set,
+  // in row order. Each row's logits are bit for bit those of running its
+  // sequence alone. Throws
   // std::invalid_argument for a null or split sequence, std::out_of_range
   // as forward() does; on a throw no sequence has moved.
   void forward_rows(std::span<const SeqRow> rows, float* logits);
@@ -180,6 +182,8 @@ class LlamaModel : public CausalLM {
   void mla_attend(int il, int B);
   void shared_experts(int il, int B);
   void output_head(int B, float* logits, bool last_only);
+  // The output head of the listed activation rows, into consecutive logits rows.
+  void output_rows(const std::vector<int>& rows, float* logits);
 
   runtime::ThreadPool& pool_;
   std::unique_ptr<gguf::File> file_;

@@ -1,0 +1,161 @@
+#include "engine/serving/batch_decoder.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <optional>
+#include <stdexcept>
+
+namespace epyctune::engine::serving {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+}  // namespace
+
+struct BatchDecoder::Slot {
+  std::unique_ptr<Sequence> seq;
+  bool busy = false;
+  uint64_t id = 0;
+  SlotRequest req;
+  std::optional<sampling::Sampler> sampler;
+  // prompt + generated; its last token is the next row once the prompt is in.
+  std::vector<int32_t> hist;
+  size_t fed = 0;  // prompt tokens in the cache
+  std::vector<int32_t> out;
+  speculative::SpecStats stats;
+  Clock::time_point start, gen_start;
+  // As Generator: every prompt token but the last is prefill; the last one
+  // is the first decode row, whose logits give the first new token.
+  bool decoding() const { return fed + 1 >= req.prompt.size(); }
+};
+
+BatchDecoder::BatchDecoder(LlamaModel& model, int slots, int prefill_budget)
+    : model_(model), budget_(std::max(1, prefill_budget)) {
+  if (slots < 1) throw std::invalid_argument("BatchDecoder: at least one slot");
+  for (int i = 0; i < slots; ++i) {
+    slots_.push_back(std::make_unique<Slot>());
+    slots_.back()->seq = model_.new_sequence();
+  }
+}
+
+BatchDecoder::~BatchDecoder() = default;
+
+int BatchDecoder::active() const {
+  int n = 0;
+  for (const auto& s : slots_) n += s->busy ? 1 : 0;
+  return n;
+}
+
+uint64_t BatchDecoder::add(SlotRequest r) {
+  if (r.prompt.empty()) throw std::invalid_argument("generate: empty prompt (add a BOS token)");
+  for (int32_t t : r.prompt)
+    if (t < 0 || t >= model_.n_vocab())
+      throw std::invalid_argument(fmt::format("generate: prompt token {} outside the vocabulary", t));
+  if (r.prompt.size() > size_t(model_.n_ctx()))
+    throw std::invalid_argument(fmt::format("generate: prompt of {} tokens exceeds the context of {}",
+                                            r.prompt.size(), model_.n_ctx()));
+  for (auto& s : slots_) {
+    if (s->busy) continue;
+    s->busy = true;
+    s->id = next_id_++;
+    s->seq->truncate(0);
+    s->sampler.emplace(r.sampler);
+    s->hist = r.prompt;
+    s->fed = 0;
+    s->out.clear();
+    s->stats = {};
+    s->stats.prompt_tokens = static_cast<int64_t>(r.prompt.size());
+    s->start = s->gen_start = Clock::now();
+    s->req = std::move(r);
+    return s->id;
+  }
+  throw std::logic_error("BatchDecoder::add: every slot is busy");
+}
+
+SlotResult BatchDecoder::finish(Slot& s, SlotResult::Finish f) {
+  SlotResult r;
+  r.id = s.id;
+  r.finish = f;
+  r.tokens = std::move(s.out);
+  r.stats = s.stats;
+  if (s.decoding()) r.stats.generate_s = since(s.gen_start);
+  s.busy = false;
+  s.req = {};  // drops the request's callbacks (and what they hold) now
+  s.out.clear();
+  return r;
+}
+
+std::vector<SlotResult> BatchDecoder::fail_all() {
+  std::vector<SlotResult> out;
+  for (auto& s : slots_)
+    if (s->busy) out.push_back(finish(*s, SlotResult::Finish::cancelled));
+  return out;
+}
+
+std::vector<SlotResult> BatchDecoder::step() {
+  std::vector<SlotResult> done;
+  std::vector<SeqRow> rows;
+  std::vector<Slot*> decoders;
+  std::vector<std::pair<Slot*, size_t>> prefills;  // slot, tokens fed this step
+  for (auto& sp : slots_) {
+    Slot& s = *sp;
+    if (!s.busy) continue;
+    if (s.req.cancelled && s.req.cancelled()) {
+      done.push_back(finish(s, SlotResult::Finish::cancelled));
+      continue;
+    }
+    if (!s.decoding()) continue;
+    // Generator stops when the last token no longer fits in the cache.
+    if (s.req.n_predict <= 0 || s.seq->pos() + 1 > model_.n_ctx()) {
+      done.push_back(finish(s, SlotResult::Finish::length));
+      continue;
+    }
+    rows.push_back({s.seq.get(), s.hist.back(), true});
+    decoders.push_back(&s);
+  }
+  // Prompt chunks, oldest request first, up to the budget.
+  std::vector<Slot*> waiting;
+  for (auto& sp : slots_)
+    if (sp->busy && !sp->decoding()) waiting.push_back(sp.get());
+  std::sort(waiting.begin(), waiting.end(), [](Slot* a, Slot* b) { return a->id < b->id; });
+  size_t budget = size_t(budget_);
+  for (Slot* s : waiting) {
+    const size_t n = std::min(budget, s->req.prompt.size() - 1 - s->fed);
+    if (n == 0) break;
+    for (size_t i = 0; i < n; ++i) rows.push_back({s->seq.get(), s->req.prompt[s->fed + i], false});
+    prefills.emplace_back(s, n);
+    budget -= n;
+  }
+  if (rows.empty()) return done;
+
+  const size_t nv = size_t(model_.n_vocab());
+  std::vector<float> logits(decoders.size() * nv);
+  model_.forward_rows(rows, logits.data());
+  for (auto [s, n] : prefills) {
+    s->fed += n;
+    if (s->decoding()) {
+      s->stats.prompt_s = since(s->start);
+      s->gen_start = Clock::now();
+    }
+  }
+  for (size_t i = 0; i < decoders.size(); ++i) {
+    Slot& s = *decoders[i];
+    std::span<const float> row(logits.data() + i * nv, nv);
+    const int32_t tok = s.sampler->sample(row, static_cast<int64_t>(s.hist.size()));
+    s.hist.push_back(tok);
+    s.out.push_back(tok);
+    ++s.stats.generated;
+    ++s.stats.target_passes;
+    const bool keep = s.req.on_token ? s.req.on_token(tok) : true;
+    if (!keep || (s.req.is_stop && s.req.is_stop(tok)))
+      done.push_back(finish(s, SlotResult::Finish::stop));
+    else if (s.stats.generated >= s.req.n_predict)
+      done.push_back(finish(s, SlotResult::Finish::length));
+  }
+  return done;
+}
+
+}  // namespace epyctune::engine::serving

@@ -1,0 +1,76 @@
+// Continuous batching on one model: up to `slots` sequences at once, each
+// step one forward pass (LlamaModel::forward_rows) over the next token of
+// every decoding sequence plus a budgeted chunk of the pending prompts. A new
+// request joins at the next step; a finished or cancelled one leaves at once
+// and its slot's cache is reused. Single-threaded: the caller drives step()
+// from the thread that owns the model's pool.
+//
+// Each request's tokens are those plain decoding (speculative::Generator
+// without a draft) gives for it alone: the passes are batch-invariant, and
+// the sampler's draw depends only on (seed, position).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "engine/model/llama_model.hpp"
+#include "engine/sampling/sampler.hpp"
+#include "engine/speculative/speculative.hpp"
+
+namespace epyctune::engine::serving {
+
+struct SlotRequest {
+  std::vector<int32_t> prompt;  // non-empty, every id in the vocabulary, <= n_ctx tokens
+  int n_predict = 16;
+  sampling::SamplerParams sampler;
+  // Every generated token in order; false stops the request (finish: stop).
+  std::function<bool(int32_t)> on_token;
+  // End-of-generation tokens (finish: stop, after on_token saw it); empty: none.
+  std::function<bool(int32_t)> is_stop;
+  // Polled before each step: true drops the request (finish: cancelled).
+  std::function<bool()> cancelled;
+};
+
+struct SlotResult {
+  enum class Finish { stop, length, cancelled };
+  uint64_t id = 0;
+  Finish finish = Finish::length;
+  std::vector<int32_t> tokens;
+  speculative::SpecStats stats;  // prompt_tokens, generated, target_passes, prompt_s, generate_s
+};
+
+class BatchDecoder {
+ public:
+  // prefill_budget: prompt tokens per step across all prefilling slots, so a
+  // long prompt is spread over steps instead of stalling the others.
+  BatchDecoder(LlamaModel& model, int slots, int prefill_budget = 256);
+  ~BatchDecoder();
+  BatchDecoder(const BatchDecoder&) = delete;
+  BatchDecoder& operator=(const BatchDecoder&) = delete;
+
+  int slots() const { return static_cast<int>(slots_.size()); }
+  int active() const;
+  bool has_room() const { return active() < slots(); }
+  // Takes a free slot (throws std::logic_error when none is, and
+  // std::invalid_argument for a prompt the model cannot take). Returns the
+  // request's id.
+  uint64_t add(SlotRequest r);
+  // One pass over every active request; returns those that ended in it (or
+  // were cancelled before it). Throws what the model throws, leaving every
+  // request active: the caller fails them with fail_all().
+  std::vector<SlotResult> step();
+  // Ends every active request as cancelled and frees its slot.
+  std::vector<SlotResult> fail_all();
+
+ private:
+  struct Slot;
+  SlotResult finish(Slot& s, SlotResult::Finish f);
+  LlamaModel& model_;
+  int budget_;
+  uint64_t next_id_ = 1;
+  std::vector<std::unique_ptr<Slot>> slots_;
+};
+
+}  // namespace epyctune::engine::serving
