@@ -32,6 +32,7 @@ struct ServeArgs {
   sv::EngineConfig engine;
   sv::ServeOptions http;
   int queue = 8;
+  int parallel = 1;
   std::string api_key_file;
 };
 
@@ -82,6 +83,8 @@ class StopSignals {
 
 int run_serve(ServeArgs a) {
   if (a.queue < 0) throw std::invalid_argument("--queue: must be >= 0");
+  if (a.parallel < 1 || a.parallel > 256)
+    throw std::invalid_argument("--parallel: 1 to 256 requests decoding at once");
   if (a.http.port < 0 || a.http.port > 65535)
     throw std::invalid_argument("--port: must be 0 (a free port) to 65535");
   a.http.queue = static_cast<size_t>(a.queue);
@@ -115,7 +118,12 @@ int run_serve(ServeArgs a) {
   });
 
   engine.load();
-  sv::Scheduler scheduler(engine, a.http.queue, http.metrics());
+  if (a.parallel > 1 && engine.speculative())
+    std::fprintf(stderr,
+                 "epyctune-engine serve: --parallel %d batches every pass across requests; "
+                 "speculative decoding is off\n",
+                 a.parallel);
+  sv::Scheduler scheduler(engine, a.http.queue, http.metrics(), a.parallel);
   if (const std::string bad = engine.check_placement(); !bad.empty())
     throw sv::PlacementMismatch("threads or memory are not where the launch config puts them:\n" +
                                 bad);
@@ -144,7 +152,11 @@ void add_serve_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_option("--port", args->http.port, "Port to listen on (0 = a free one)")
       ->capture_default_str();
   cmd->add_option("--queue", args->queue,
-                  "Requests that may wait while one runs; more get 503 at once")
+                  "Requests that may wait while --parallel run; more get 503 at once")
+      ->capture_default_str();
+  cmd->add_option("--parallel", args->parallel,
+                  "Requests decoded at once, batched into each forward pass (continuous "
+                  "batching; 1 = one at a time, with speculative decoding)")
       ->capture_default_str();
   cmd->add_option("--chat-template", args->http.chat_template,
                   "Chat format when the model's template is unrecognised: chatml, llama3, "

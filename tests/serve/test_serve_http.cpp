@@ -348,3 +348,56 @@ TEST_CASE("--queue 0: one request at a time, none waiting") {
   CHECK(metric(c, "epyctune_serve_queue_capacity") == 0);
   CHECK(s.stop() == 0);
 }
+
+TEST_CASE("--parallel 4: concurrent requests are batched and each gets its own reply") {
+  auto& m = ServeModels::get();
+  // Eight prompts, greedy and seeded, each as the server gives it alone.
+  std::vector<json> reqs;
+  for (int i = 0; i < 8; ++i) {
+    json r = {{"prompt", kPrompt + std::string(size_t(i), '!')}, {"max_tokens", 12 + i}};
+    if (i % 2)
+      r.update({{"temperature", 0.9}, {"seed", 40 + i}, {"top_k", 30}});
+    else
+      r["temperature"] = 0;
+    if (i == 3) r["stream"] = true;
+    reqs.push_back(r);
+  }
+  std::vector<std::string> alone;
+  {
+    ServeChild one(engine_bin(), {"-m", m.tiny, "-t", "1"});
+    httplib::Client c(one.host(), one.port());
+    for (const auto& r : reqs) {
+      auto res = post(c, "/v1/completions", r);
+      REQUIRE(res);
+      REQUIRE(res->status == 200);
+      alone.push_back(r.contains("stream")
+                          ? parse_sse(res->body, false).text
+                          : json::parse(res->body)["choices"][0]["text"].get<std::string>());
+    }
+    CHECK(one.stop() == 0);
+  }
+  ServeChild s(engine_bin(), {"-m", m.tiny, "-t", "2", "--parallel", "4", "--queue", "4"});
+  std::vector<std::string> got(reqs.size());
+  std::vector<int> status(reqs.size(), 0);
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < reqs.size(); ++i)
+    clients.emplace_back([&, i] {
+      httplib::Client c(s.host(), s.port());
+      c.set_read_timeout(60, 0);
+      auto res = post(c, "/v1/completions", reqs[i]);
+      if (!res) return;
+      status[i] = res->status;
+      got[i] = reqs[i].contains("stream")
+                   ? parse_sse(res->body, false).text
+                   : json::parse(res->body)["choices"][0]["text"].get<std::string>();
+    });
+  for (auto& t : clients) t.join();
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    CAPTURE(i);
+    CHECK(status[i] == 200);
+    CHECK(got[i] == alone[i]);
+  }
+  httplib::Client c(s.host(), s.port());
+  CHECK(metric(c, "epyctune_serve_in_flight") == 0);
+  CHECK(s.stop() == 0);
+}

@@ -53,10 +53,12 @@ uint64_t BatchDecoder::add(SlotRequest r) {
   if (r.prompt.empty()) throw std::invalid_argument("generate: empty prompt (add a BOS token)");
   for (int32_t t : r.prompt)
     if (t < 0 || t >= model_.n_vocab())
-      throw std::invalid_argument(fmt::format("generate: prompt token {} outside the vocabulary", t));
+      throw std::invalid_argument(
+          fmt::format("generate: prompt token {} outside the vocabulary", t));
   if (r.prompt.size() > size_t(model_.n_ctx()))
-    throw std::invalid_argument(fmt::format("generate: prompt of {} tokens exceeds the context of {}",
-                                            r.prompt.size(), model_.n_ctx()));
+    throw std::invalid_argument(
+        fmt::format("generate: prompt of {} tokens exceeds the context of {}", r.prompt.size(),
+                    model_.n_ctx()));
   for (auto& s : slots_) {
     if (s->busy) continue;
     s->busy = true;

@@ -72,7 +72,8 @@ std::string Metrics::render(const QueueGauges& q, const ConnectionGauges& c) con
          drafted_ ? double(accepted_) / double(drafted_) : 0.0);
   single("queue_depth", "gauge", "Requests waiting for the generation worker.", double(q.depth));
   single("queue_capacity", "gauge", "Requests that may wait in the queue.", double(q.capacity));
-  single("in_flight", "gauge", "Completions being generated now (0 or 1).", double(q.in_flight));
+  single("in_flight", "gauge", "Completions being generated now (at most --parallel).",
+         double(q.in_flight));
   single("connections", "gauge", "HTTP connections open now.", double(c.open));
   single("connections_max", "gauge", "HTTP connections allowed at once.", double(c.capacity));
   single("connections_refused_total", "counter",

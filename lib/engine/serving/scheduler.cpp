@@ -51,8 +51,8 @@ void Job::end(std::string finish_reason, int64_t tokens, std::string error) {
   if (listener_) listener_();
 }
 
-Scheduler::Scheduler(Engine& engine, size_t capacity, Metrics& metrics)
-    : engine_(engine), capacity_(capacity), metrics_(metrics) {
+Scheduler::Scheduler(Engine& engine, size_t capacity, Metrics& metrics, int parallel)
+    : engine_(engine), capacity_(capacity), parallel_(std::max(1, parallel)), metrics_(metrics) {
   std::promise<void> started;
   auto ready = started.get_future();
   thread_ = std::thread([this, &started] { worker(&started); });
@@ -71,9 +71,10 @@ Scheduler::~Scheduler() {
 Scheduler::Ticket Scheduler::submit(JobInput in) {
   std::lock_guard lk(mu_);
   if (stopping_) return {Admit::stopping, nullptr};
-  // Outstanding jobs: the waiting ones and the running one (a job the idle
+  // Outstanding jobs: the waiting ones and the running ones (a job the
   // worker has not picked up yet waits in the queue, so it counts once).
-  if (queue_.size() + (running_ ? 1 : 0) >= capacity_ + 1) return {Admit::full, nullptr};
+  if (queue_.size() + running_.size() >= capacity_ + size_t(parallel_))
+    return {Admit::full, nullptr};
   auto job = std::make_shared<Job>(std::move(in));
   queue_.push_back(job);
   cv_.notify_all();
@@ -102,7 +103,7 @@ void Scheduler::stop() {
     stopping_ = true;
     abort_ = true;
     dropped.swap(queue_);
-    if (running_) running_->cancelled_ = true;
+    for (auto& j : running_) j->cancelled_ = true;
   }
   cv_.notify_all();
   for (auto& j : dropped) {
@@ -114,7 +115,7 @@ void Scheduler::stop() {
 
 QueueGauges Scheduler::gauges() const {
   std::lock_guard lk(mu_);
-  return {queue_.size(), capacity_, running_ ? 1 : 0};
+  return {queue_.size(), capacity_, static_cast<int>(running_.size())};
 }
 
 void Scheduler::worker(std::promise<void>* started) {
@@ -125,6 +126,7 @@ void Scheduler::worker(std::promise<void>* started) {
     return;
   }
   started->set_value();
+  if (parallel_ > 1) return batched_loop();
   for (;;) {
     std::shared_ptr<Job> job;
     {
@@ -133,12 +135,16 @@ void Scheduler::worker(std::promise<void>* started) {
       if (stopping_) return;
       job = std::move(queue_.front());
       queue_.pop_front();
-      running_ = job;
+      running_.push_back(job);
     }
     run(*job);
-    std::lock_guard lk(mu_);
-    running_.reset();
+    finished(job);
   }
+}
+
+void Scheduler::finished(const std::shared_ptr<Job>& job) {
+  std::lock_guard lk(mu_);
+  running_.erase(std::remove(running_.begin(), running_.end(), job), running_.end());
 }
 
 void Scheduler::run(Job& job) {

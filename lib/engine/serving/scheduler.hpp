@@ -1,10 +1,11 @@
-// One generation worker and a bounded queue in front of it. The model runs
-// batch 1, so completions run one at a time on a single thread (the one that
-// drives the partition's thread pool); up to `capacity` more wait (0: none).
-// A request beyond that is refused at once. The connection that owns a job
-// is woken by it as text is generated, and cancels it when its client
-// leaves: a waiting job then leaves the queue, a running one stops at the
-// next token.
+// One generation worker and a bounded queue in front of it. The worker is the
+// one thread that drives the partition's thread pool. With parallel = 1 it
+// runs one completion at a time, with speculative decoding when the engine
+// drafts; with parallel = N > 1 it batches up to N completions into each
+// forward pass (BatchDecoder: continuous batching, no drafting). Up to
+// `capacity` more wait (0: none); a request beyond that is refused at once. The connection that
+// owns a job is woken by it as text is generated, and cancels it when its client leaves: a waiting
+// job then leaves the queue, a running one stops at the next token.
 #pragma once
 
 #include <atomic>
@@ -81,7 +82,7 @@ class Scheduler {
 
   // Starts the worker thread; it calls engine.attach_driver() first (its
   // error, a PlacementMismatch, is rethrown here).
-  Scheduler(Engine& engine, size_t capacity, Metrics& metrics);
+  Scheduler(Engine& engine, size_t capacity, Metrics& metrics, int parallel = 1);
   ~Scheduler();  // stop()
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -93,19 +94,23 @@ class Scheduler {
   void stop();
 
   size_t capacity() const { return capacity_; }
+  int parallel() const { return parallel_; }
   QueueGauges gauges() const;
 
  private:
   void worker(std::promise<void>* started);
   void run(Job& job);
+  void batched_loop();
+  void finished(const std::shared_ptr<Job>& job);  // leaves running_
 
   Engine& engine_;
   const size_t capacity_;
+  const int parallel_;
   Metrics& metrics_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> queue_;
-  std::shared_ptr<Job> running_;
+  std::vector<std::shared_ptr<Job>> running_;
   bool stopping_ = false;
   std::atomic<bool> abort_{false};
   std::thread thread_;

@@ -1,0 +1,96 @@
+// The scheduler's worker with parallel > 1: jobs join a BatchDecoder as its
+// slots free up, and every step advances all of them by one pass.
+#include <map>
+
+#include "engine/serving/batch_decoder.hpp"
+#include "engine/serving/engine.hpp"
+#include "engine/serving/scheduler.hpp"
+#include "engine/serving/text_stream.hpp"
+
+namespace epyctune::engine::serving {
+
+namespace {
+// Prompt tokens per pass across the requests still reading their prompts:
+// a pass then costs about what a 64-row verify does, so a long prompt delays
+// the others' next token by that much, not by its whole prefill.
+constexpr int kPrefillBudget = 64;
+}  // namespace
+
+void Scheduler::batched_loop() {
+  BatchDecoder dec(engine_.target(), parallel_, kPrefillBudget);
+  struct Active {
+    std::shared_ptr<Job> job;
+    std::unique_ptr<TextStream> text;
+  };
+  std::map<uint64_t, Active> active;
+  const Tokenizer& tok = engine_.tokenizer();
+
+  auto end_job = [&](const SlotResult& r) {
+    auto it = active.find(r.id);
+    if (it == active.end()) return;
+    Job& job = *it->second.job;
+    TextStream& text = *it->second.text;
+    metrics_.generation(r.stats.prompt_tokens, r.stats);
+    if (r.finish == SlotResult::Finish::cancelled || job.cancelled()) {
+      job.end("", r.stats.generated, abort_ ? "the server is shutting down" : "");
+    } else {
+      job.emit(text.finish());
+      const bool stop = text.stopped() || r.finish == SlotResult::Finish::stop;
+      job.end(stop ? "stop" : "length", r.stats.generated, "");
+    }
+    finished(it->second.job);
+    active.erase(it);
+  };
+
+  for (;;) {
+    std::vector<std::shared_ptr<Job>> admitted;
+    {
+      std::unique_lock lk(mu_);
+      cv_.wait(lk, [&] { return stopping_ || !queue_.empty() || !active.empty(); });
+      if (stopping_) break;
+      while (!queue_.empty() && active.size() + admitted.size() < size_t(parallel_)) {
+        admitted.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+        running_.push_back(admitted.back());
+      }
+    }
+    for (auto& job : admitted) {
+      const JobInput& in = job->input();
+      auto text = std::make_unique<TextStream>(in.stop);
+      SlotRequest r;
+      r.prompt = in.prompt;
+      r.n_predict = in.max_tokens;
+      r.sampler = in.sampler;
+      Job* jp = job.get();
+      TextStream* tp = text.get();
+      r.on_token = [jp, tp, &tok](int32_t t) {
+        if (jp->cancelled()) return false;
+        jp->emit(tp->push(tok.token_to_piece(t)));
+        return !tp->stopped();
+      };
+      if (!in.ignore_eos) r.is_stop = [&tok](int32_t t) { return tok.is_eog(t); };
+      r.cancelled = [jp] { return jp->cancelled(); };
+      try {
+        active[dec.add(std::move(r))] = {job, std::move(text)};
+      } catch (const std::exception& e) {
+        job->end("", 0, e.what());
+        finished(job);
+      }
+    }
+    try {
+      for (const auto& r : dec.step()) end_job(r);
+    } catch (const std::exception& e) {
+      // The pass failed as a whole: every request in it fails with its reason.
+      for (const auto& r : dec.fail_all()) {
+        auto it = active.find(r.id);
+        if (it == active.end()) continue;
+        it->second.job->end("", r.stats.generated, e.what());
+        finished(it->second.job);
+        active.erase(it);
+      }
+    }
+  }
+  for (const auto& r : dec.fail_all()) end_job(r);
+}
+
+}  // namespace epyctune::engine::serving
