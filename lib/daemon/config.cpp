@@ -106,6 +106,7 @@ InstanceConfig read_instance(const toml::table& t, const std::string& source, in
   if (i.host.empty()) r.fail(t.get("host"), "'host' is empty: use 127.0.0.1 or an address");
   r.integer("port", i.port, 0, 65535);
   r.integer("queue", i.queue, 0, 100000);
+  r.integer("parallel", i.parallel, 1, 256);
   r.integer("threads", i.threads, 0, 8192);
   r.str("cpus", i.cpus);
   check_cpulist(r, t.get("cpus"), "cpus", i.cpus);

@@ -76,7 +76,7 @@ std::vector<int> minus(const std::vector<int>& a, const std::set<int>& b) {
 // A slice of one of the plan's sides: its facts come from the same
 // derivation as the plan's own (profile::side_on).
 launch::Side slice_side(const launch::Side& from, std::vector<int> cpus, int threads,
-                       const host::Topology& topo) {
+                        const host::Topology& topo) {
   launch::Side s = profile::side_on(from.role, std::move(cpus), topo);
   s.group = from.group;
   s.threads = threads > 0 ? std::min<int>(threads, static_cast<int>(s.cpus.size())) : 0;

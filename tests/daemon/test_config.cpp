@@ -2,9 +2,11 @@
 // and the fix.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "daemon/config.hpp"
+#include "daemon/supervisor.hpp"
 
 using epyctune::daemon::Config;
 using epyctune::daemon::ConfigError;
@@ -42,6 +44,7 @@ model = "/models/70b.gguf"
 draft = "/models/1b.gguf"
 port = 8081
 queue = 4
+parallel = 8
 
 [[instance]]
 name = "small"
@@ -70,6 +73,8 @@ TEST_CASE("a full config parses into every key") {
   CHECK(c.instances[0].name == "big");
   CHECK(c.instances[0].draft == "/models/1b.gguf");
   CHECK(c.instances[0].queue == 4);
+  CHECK(c.instances[0].parallel == 8);
+  CHECK(c.instances[1].parallel == 1);
   CHECK(c.instances[0].host == "127.0.0.1");
   CHECK(c.instances[0].line == 16);  // the [[instance]] header
   CHECK(c.instances[1].cpus == "100-107");
@@ -156,4 +161,24 @@ TEST_CASE("the packaged default config parses and holds the documented defaults"
   CHECK(c.drift == d.drift);
   CHECK(c.engine == d.engine);
   CHECK(c.instances.empty());
+}
+
+TEST_CASE("an instance's parallel reaches serve's argv, and is bounded") {
+  Config c = parse_config(kFull, "f.toml");
+  epyctune::daemon::InstancePlan p;
+  p.cfg = c.instances[0];
+  epyctune::daemon::SupervisorOptions o;
+  o.engine = "/usr/bin/epyctune-engine";
+  auto argv = epyctune::daemon::serve_argv(p, o);
+  auto it = std::find(argv.begin(), argv.end(), "--parallel");
+  REQUIRE(it != argv.end());
+  CHECK(*(it + 1) == "8");
+  p.cfg = c.instances[1];
+  argv = epyctune::daemon::serve_argv(p, o);
+  CHECK(std::find(argv.begin(), argv.end(), "--parallel") == argv.end());
+  CHECK_THROWS_WITH_AS(
+      parse_config("profile = \"epyc-9354\"\n[[instance]]\nname = \"a\"\nmodel = \"/m.gguf\"\n"
+                   "parallel = 0\n",
+                   "f.toml"),
+      doctest::Contains("f.toml:5"), ConfigError);
 }
