@@ -10,19 +10,15 @@
 #include <string>
 #include <vector>
 
+#include "apps/epyctune-engine/bench_run_options.hpp"
+
 namespace epyctune::engine_cli {
 
-struct ParallelBenchOptions {
-  std::string model;
+struct ParallelBenchOptions : BenchRunOptions {
   std::vector<int> parallel;  // sequences decoding at once, per configuration
   int prompt_tokens = 32;     // per sequence
   int n_predict = 32;         // tokens generated per sequence
-  int repeat = 3;
-  int threads = 0;
-  std::string cpus;
   std::string kv = "f16";
-  bool json = false;
-  int bw_mib = 1024;
 };
 
 int run_parallel_bench(const ParallelBenchOptions& o);

@@ -7,23 +7,19 @@
 #include <string>
 #include <vector>
 
+#include "apps/epyctune-engine/bench_run_options.hpp"
 #include "engine/speculative/partition.hpp"
 
 namespace epyctune::engine_cli {
 
-struct SpecBenchOptions {
-  std::string model, draft;
+struct SpecBenchOptions : BenchRunOptions {
+  std::string draft;
   std::vector<std::string> spec;  // "adaptive" or a fixed K, per configuration
   std::string prompt;
   int n_predict = 128;
-  int repeat = 3;
-  int threads = 0;
-  std::string cpus;
   engine::speculative::ModeRequest spec_mode = engine::speculative::ModeRequest::automatic;
   int lookup = 0;
   bool cost_cache = true;
-  bool json = false;
-  int bw_mib = 1024;
 };
 
 int run_spec_bench(const SpecBenchOptions& o);

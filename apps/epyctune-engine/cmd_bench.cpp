@@ -506,17 +506,13 @@ void add_bench_command(CLI::App& app, GlobalOptions& global) {
                        ->excludes(draft)
                        ->excludes(spec);
   cmd->callback([o, par, &global, draft, spec, n, parallel] {
+    const BenchRunOptions run{o->model, o->repeat, o->threads, o->cpus, o->json, o->bw_mib};
     if (parallel->count() > 0) {
       auto p = *par;
-      p.model = o->model;
+      static_cast<BenchRunOptions&>(p) = run;
       p.prompt_tokens = o->ctx;
       p.n_predict = n->count() > 0 ? o->spec.n_predict : 32;
-      p.repeat = o->repeat;
-      p.threads = o->threads;
-      p.cpus = o->cpus;
       p.kv = o->kv;
-      p.json = o->json;
-      p.bw_mib = o->bw_mib;
       return void(global.exit_code = run_parallel_bench(p));
     }
     if (draft->count() + spec->count() == 0) {
@@ -527,12 +523,7 @@ void add_bench_command(CLI::App& app, GlobalOptions& global) {
       return void(global.exit_code = run_bench(*o));
     }
     auto s = o->spec;
-    s.model = o->model;
-    s.repeat = o->repeat;
-    s.threads = o->threads;
-    s.cpus = o->cpus;
-    s.json = o->json;
-    s.bw_mib = o->bw_mib;
+    static_cast<BenchRunOptions&>(s) = run;
     global.exit_code = run_spec_bench(s);
   });
 }
