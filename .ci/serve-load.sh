@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# CI stage: the serve load test at full length on the ASan + UBSan build:
-# 8 clients (half streaming) for 60 s against a tiny model from
-# epyctune-mkmodel, queue 4, so overload is answered with 503. Fails on any
+# CI stage: the serve load test at full length on the ASan + UBSan build,
+# against a tiny model from epyctune-mkmodel: 8 clients (half streaming) for
+# 30 s one request at a time, queue 4, so overload is answered with 503; then
+# 16 clients for 30 s with continuous batching (--parallel 4, queue 8). Fails on any
 # other error reply, on serve not exiting 0 on SIGTERM, and on a sanitizer or
 # leak report at its exit.
 # usage: .ci/serve-load.sh [BUILD_DIR]   (default build-asan, already built)
@@ -15,5 +16,7 @@ load=$build/tests/serve/epyctune-serve-load
   cmake --build "$build" --target epyctune-engine epyctune-mkmodel epyctune-serve-load
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-echo "== serve load (8 clients, 60 s, $build)"
-tests/serve/serve_load_test.sh "$engine" "$mk" "$load" 60 8 4
+echo "== serve load (8 clients, 30 s, one at a time, $build)"
+tests/serve/serve_load_test.sh "$engine" "$mk" "$load" 30 8 4 1
+echo "== serve load (16 clients, 30 s, --parallel 4, $build)"
+tests/serve/serve_load_test.sh "$engine" "$mk" "$load" 30 16 8 4

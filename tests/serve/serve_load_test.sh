@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The serve load test: a tiny model from epyctune-mkmodel, `serve` on a free loopback
-# port with a small queue, C clients for D seconds (half of them streaming).
+# port with a small queue, C clients for D seconds (half of them streaming);
+# with PARALLEL > 1, serve batches that many requests per pass.
 # Fails on any reply other than 200 or 503, on a serve that does not exit 0
 # on SIGTERM, or (in an ASan build) on a leak report at its exit.
-# usage: serve_load_test.sh ENGINE MKMODEL LOADGEN SECONDS CLIENTS [QUEUE]
+# usage: serve_load_test.sh ENGINE MKMODEL LOADGEN SECONDS CLIENTS [QUEUE] [PARALLEL]
 set -euo pipefail
-engine=$1 mk=$2 load=$3 seconds=$4 clients=$5 queue=${6:-4}
+engine=$1 mk=$2 load=$3 seconds=$4 clients=$5 queue=${6:-4} parallel=${7:-1}
 base=$(mktemp -d "${TMPDIR:-/tmp}/epyctune-serve-load.XXXXXX")
 pid=
 cleanup() {
@@ -17,7 +18,8 @@ fail() { echo "FAIL: $*" >&2; [[ -f $base/serve.err ]] && tail -50 "$base/serve.
 
 "$mk" mkmodel "$base/tiny.gguf" --shape tiny --quant q8_0 -t 1 2>/dev/null
 mkfifo "$base/ready"
-"$engine" serve -m "$base/tiny.gguf" -t 1 --port 0 --queue "$queue" >"$base/ready" 2>"$base/serve.err" &
+"$engine" serve -m "$base/tiny.gguf" -t 1 --port 0 --queue "$queue" --parallel "$parallel" \
+  >"$base/ready" 2>"$base/serve.err" &
 pid=$!
 exec 3<"$base/ready"
 read -r -t 120 line <&3 || fail "serve printed no ready line"
