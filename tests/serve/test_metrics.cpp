@@ -42,10 +42,31 @@ TEST_CASE("metrics render as Prometheus text with HELP and TYPE") {
     if (line.starts_with("#")) continue;
     ++samples;
     std::string family = line.substr(0, line.find_first_of("{ "));
-    for (const char* suffix : {"_bucket", "_sum", "_count"})
-      if (family.ends_with(suffix) && family.find("duration") != std::string::npos)
-        family.resize(family.size() - std::string(suffix).size());
+    for (const std::string suffix : {"_bucket", "_sum", "_count"})
+      if (family.ends_with(suffix) &&
+          t.find("# TYPE " + family.substr(0, family.size() - suffix.size()) + " histogram") !=
+              std::string::npos)
+        family.resize(family.size() - suffix.size());
     CHECK_MESSAGE(t.find("# TYPE " + family + " ") != std::string::npos, line);
   }
   CHECK(samples > 10);
+}
+
+TEST_CASE("queue wait, time to first token and time per output token are histograms") {
+  Metrics m;
+  m.timings(0.002, 0.03, 0.02);
+  m.timings(1.5, -1, -1);   // cancelled before its first token
+  m.timings(0.0, 0.2, -1);  // one token only
+  const std::string t = m.render({});
+  auto has = [&](const std::string& s) { return t.find(s) != std::string::npos; };
+  CHECK(has("# TYPE epyctune_serve_queue_wait_seconds histogram"));
+  CHECK(has("epyctune_serve_queue_wait_seconds_bucket{le=\"0.005\"} 2\n"));
+  CHECK(has("epyctune_serve_queue_wait_seconds_bucket{le=\"+Inf\"} 3\n"));
+  CHECK(has("epyctune_serve_queue_wait_seconds_count 3\n"));
+  CHECK(has("# TYPE epyctune_serve_time_to_first_token_seconds histogram"));
+  CHECK(has("epyctune_serve_time_to_first_token_seconds_bucket{le=\"0.05\"} 1\n"));
+  CHECK(has("epyctune_serve_time_to_first_token_seconds_count 2\n"));
+  CHECK(has("epyctune_serve_time_per_output_token_seconds_bucket{le=\"0.025\"} 1\n"));
+  CHECK(has("epyctune_serve_time_per_output_token_seconds_count 1\n"));
+  CHECK(has("epyctune_serve_time_per_output_token_seconds_sum 0.02\n"));
 }

@@ -399,5 +399,8 @@ TEST_CASE("--parallel 4: concurrent requests are batched and each gets its own r
   }
   httplib::Client c(s.host(), s.port());
   CHECK(metric(c, "epyctune_serve_in_flight") == 0);
+  CHECK(metric(c, "epyctune_serve_time_to_first_token_seconds_count") == 8);
+  CHECK(metric(c, "epyctune_serve_queue_wait_seconds_count") == 8);
+  CHECK(metric(c, "epyctune_serve_time_per_output_token_seconds_count") == 8);
   CHECK(s.stop() == 0);
 }

@@ -10,15 +10,24 @@ constexpr const char* kPrefix = "epyctune_serve_";
 
 }  // namespace
 
+void Metrics::Histogram::add(double seconds) {
+  for (size_t i = 0; i < kBuckets.size(); ++i)
+    if (seconds <= kBuckets[i]) ++counts[i];
+  ++count;
+  sum += seconds;
+}
+
 void Metrics::request(const std::string& endpoint, int code, double seconds) {
   std::lock_guard lk(mu_);
   ++requests_[{endpoint, code}];
-  if (seconds < 0) return;
-  auto& h = latency_[endpoint];
-  for (size_t i = 0; i < kBuckets.size(); ++i)
-    if (seconds <= kBuckets[i]) ++h.counts[i];
-  ++h.count;
-  h.sum += seconds;
+  if (seconds >= 0) latency_[endpoint].add(seconds);
+}
+
+void Metrics::timings(double queue_wait, double first_token, double per_token) {
+  std::lock_guard lk(mu_);
+  if (queue_wait >= 0) queue_wait_.add(queue_wait);
+  if (first_token >= 0) first_token_.add(first_token);
+  if (per_token >= 0) per_token_.add(per_token);
 }
 
 void Metrics::rejected() {
@@ -84,17 +93,40 @@ std::string Metrics::render(const QueueGauges& q, const ConnectionGauges& c) con
   single("unreadable_requests_total", "counter",
          "Requests refused before routing: malformed, or over a size limit.",
          double(c.refused_requests));
+  // A histogram's samples, with one label (endpoint) or none.
+  auto samples = [&](const std::string& hist, const Histogram& h, const char* label,
+                     const std::string& value) {
+    auto put = [&](const std::string& n, double v, const std::string& le) {
+      if (label && !le.empty())
+        w.sample(n, v, {{label, value}, {"le", le}});
+      else if (label)
+        w.sample(n, v, {{label, value}});
+      else if (!le.empty())
+        w.sample(n, v, {{"le", le}});
+      else
+        w.sample(n, v);
+    };
+    for (size_t i = 0; i < kBuckets.size(); ++i)
+      put(hist + "_bucket", double(h.counts[i]), fmt::format("{}", kBuckets[i]));
+    put(hist + "_bucket", double(h.count), "+Inf");
+    put(hist + "_sum", h.sum, "");
+    put(hist + "_count", double(h.count), "");
+  };
   const std::string hist = name("request_duration_seconds");
   w.family(hist, "histogram",
            "Completion request latency, from arrival to the last byte, by endpoint.");
-  for (const auto& [ep, h] : latency_) {
-    for (size_t i = 0; i < kBuckets.size(); ++i)
-      w.sample(hist + "_bucket", double(h.counts[i]),
-               {{"endpoint", ep}, {"le", fmt::format("{}", kBuckets[i])}});
-    w.sample(hist + "_bucket", double(h.count), {{"endpoint", ep}, {"le", "+Inf"}});
-    w.sample(hist + "_sum", h.sum, {{"endpoint", ep}});
-    w.sample(hist + "_count", double(h.count), {{"endpoint", ep}});
-  }
+  for (const auto& [ep, h] : latency_) samples(hist, h, "endpoint", ep);
+  auto single_hist = [&](const char* n, const char* help, const Histogram& h) {
+    w.family(name(n), "histogram", help);
+    samples(name(n), h, nullptr, "");
+  };
+  single_hist("queue_wait_seconds", "Time completions waited in the queue before they ran.",
+              queue_wait_);
+  single_hist("time_to_first_token_seconds",
+              "From a completion's arrival in the queue to its first generated token.",
+              first_token_);
+  single_hist("time_per_output_token_seconds",
+              "A completion's mean time per generated token after its first.", per_token_);
   return w.take();
 }
 

@@ -34,6 +34,10 @@ class Metrics {
   void rejected();   // 503: the queue was full
   void cancelled();  // the client left before its completion ended
   void generation(int64_t prompt_tokens, const speculative::SpecStats& st);
+  // One completion's times in seconds: waiting in the queue, from arrival to
+  // its first token (< 0: it made none), and per output token after the
+  // first (< 0: it made fewer than two).
+  void timings(double queue_wait, double first_token, double per_token);
   std::string render(const QueueGauges& q, const ConnectionGauges& c = {}) const;
 
   static constexpr std::array<double, 14> kBuckets = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
@@ -49,8 +53,10 @@ class Metrics {
     std::array<uint64_t, kBuckets.size()> counts{};
     uint64_t count = 0;
     double sum = 0;
+    void add(double seconds);
   };
   std::map<std::string, Histogram> latency_;
+  Histogram queue_wait_, first_token_, per_token_;
 };
 
 }  // namespace epyctune::engine::serving

@@ -137,12 +137,24 @@ void Scheduler::worker(std::promise<void>* started) {
       queue_.pop_front();
       running_.push_back(job);
     }
+    job->times_.started = Job::Times::Clock::now();
     run(*job);
     finished(job);
   }
 }
 
+void Job::Times::token() {
+  last = Clock::now();
+  if (tokens++ == 0) first = last;
+}
+
 void Scheduler::finished(const std::shared_ptr<Job>& job) {
+  const Job::Times& t = job->times_;
+  using Sec = std::chrono::duration<double>;
+  if (t.started != Job::Times::Clock::time_point{})
+    metrics_.timings(Sec(t.started - t.queued).count(),
+                     t.tokens > 0 ? Sec(t.first - t.queued).count() : -1.0,
+                     t.tokens > 1 ? Sec(t.last - t.first).count() / double(t.tokens - 1) : -1.0);
   std::lock_guard lk(mu_);
   running_.erase(std::remove(running_.begin(), running_.end(), job), running_.end());
 }
@@ -153,6 +165,7 @@ void Scheduler::run(Job& job) {
   try {
     auto sink = [&](int32_t, const std::string& piece) {
       if (job.cancelled()) return false;
+      job.times_.token();
       job.emit(text.push(piece));
       return !text.stopped();
     };

@@ -62,7 +62,17 @@ class Job {
   void emit(std::string text);
   void end(std::string finish_reason, int64_t tokens, std::string error);
 
+  // When it was queued, started, and made its first and last token; the
+  // worker alone touches them after submit.
+  struct Times {
+    using Clock = std::chrono::steady_clock;
+    Clock::time_point queued = Clock::now(), started, first, last;
+    int64_t tokens = 0;
+    void token();
+  };
+
   JobInput in_;
+  Times times_;
   std::atomic<bool> cancelled_{false};
   mutable std::mutex mu_;
   std::function<void()> listener_;
@@ -101,7 +111,7 @@ class Scheduler {
   void worker(std::promise<void>* started);
   void run(Job& job);
   void batched_loop();
-  void finished(const std::shared_ptr<Job>& job);  // leaves running_
+  void finished(const std::shared_ptr<Job>& job);  // leaves running_, its times to metrics
 
   Engine& engine_;
   const size_t capacity_;

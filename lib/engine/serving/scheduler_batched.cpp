@@ -52,6 +52,7 @@ void Scheduler::batched_loop() {
         admitted.push_back(std::move(queue_.front()));
         queue_.pop_front();
         running_.push_back(admitted.back());
+        admitted.back()->times_.started = Job::Times::Clock::now();
       }
     }
     for (auto& job : admitted) {
@@ -65,6 +66,7 @@ void Scheduler::batched_loop() {
       TextStream* tp = text.get();
       r.on_token = [jp, tp, &tok](int32_t t) {
         if (jp->cancelled()) return false;
+        jp->times_.token();
         jp->emit(tp->push(tok.token_to_piece(t)));
         return !tp->stopped();
       };
