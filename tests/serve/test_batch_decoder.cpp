@@ -140,7 +140,21 @@ TEST_CASE("continuous batching: cancels, stops from the sink, and the context bo
   CHECK_FALSE(d.has_room());
   CHECK_THROWS_AS(d.add(c), std::logic_error);
 
+  // The first step: c (one prompt token) decodes; a, the oldest, takes the
+  // prompt budget of 4; b's prompt waits.
   std::map<uint64_t, SlotResult> ended;
+  for (auto& r : d.step()) ended[r.id] = std::move(r);
+  auto st = d.states();
+  REQUIRE(st.size() == 3);
+  CHECK(st[0].busy);
+  CHECK(st[0].id == ida);
+  CHECK(st[0].prompt_tokens == 10);
+  CHECK(st[0].prompt_done == 4);
+  CHECK(st[0].cached == 4);
+  CHECK(st[1].prompt_done == 0);
+  CHECK(st[2].prompt_done == 1);
+  CHECK(st[2].generated == 1);
+  CHECK(st[2].cached == 1);
   for (int i = 0; i < 40 && ended.size() < 3; ++i) {
     if (i == 5) cancel = true;
     for (auto& r : d.step()) ended[r.id] = std::move(r);
@@ -156,6 +170,7 @@ TEST_CASE("continuous batching: cancels, stops from the sink, and the context bo
   speculative::Generator g(*m, nullptr, {}, so);
   CHECK(ended[idb].tokens == g.generate(b.prompt, 100, {}));
   CHECK(d.active() == 0);
+  for (const auto& s : d.states()) CHECK_FALSE(s.busy);
 
   // Bad prompts are refused before a slot is taken.
   SlotRequest bad;

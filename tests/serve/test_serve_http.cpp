@@ -402,5 +402,12 @@ TEST_CASE("--parallel 4: concurrent requests are batched and each gets its own r
   CHECK(metric(c, "epyctune_serve_time_to_first_token_seconds_count") == 8);
   CHECK(metric(c, "epyctune_serve_queue_wait_seconds_count") == 8);
   CHECK(metric(c, "epyctune_serve_time_per_output_token_seconds_count") == 8);
+  const json slots = json::parse(c.Get("/slots")->body);
+  REQUIRE(slots.size() == 4);
+  for (const auto& sl : slots) {
+    CHECK(sl["state"] == "idle");
+    CHECK(sl["n_ctx"].get<int>() > 0);
+  }
+  CHECK(json::parse(c.Get("/health")->body)["parallel"] == 4);
   CHECK(s.stop() == 0);
 }

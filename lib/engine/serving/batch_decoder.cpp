@@ -90,6 +90,26 @@ SlotResult BatchDecoder::finish(Slot& s, SlotResult::Finish f) {
   return r;
 }
 
+std::vector<SlotState> BatchDecoder::states() const {
+  std::vector<SlotState> out;
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    const Slot& s = *slots_[i];
+    SlotState st;
+    st.slot = static_cast<int>(i);
+    st.cached = s.busy ? s.seq->pos() : 0;
+    if (s.busy) {
+      st.busy = true;
+      st.id = s.id;
+      st.prompt_tokens = static_cast<int>(s.req.prompt.size());
+      st.prompt_done = s.decoding() ? st.prompt_tokens : static_cast<int>(s.fed);
+      st.generated = static_cast<int>(s.out.size());
+      st.n_predict = s.req.n_predict;
+    }
+    out.push_back(st);
+  }
+  return out;
+}
+
 std::vector<SlotResult> BatchDecoder::fail_all() {
   std::vector<SlotResult> out;
   for (auto& s : slots_)

@@ -41,6 +41,18 @@ struct SlotResult {
   speculative::SpecStats stats;  // prompt_tokens, generated, target_passes, prompt_s, generate_s
 };
 
+// One slot as /slots shows it.
+struct SlotState {
+  int slot = 0;
+  bool busy = false;
+  uint64_t id = 0;        // the request's (0 when idle)
+  int prompt_tokens = 0;  // its prompt's length
+  int prompt_done = 0;    // prompt tokens in the cache so far
+  int generated = 0;
+  int n_predict = 0;
+  int cached = 0;  // positions in the slot's KV cache
+};
+
 class BatchDecoder {
  public:
   // prefill_budget: prompt tokens per step across all prefilling slots, so a
@@ -63,6 +75,7 @@ class BatchDecoder {
   std::vector<SlotResult> step();
   // Ends every active request as cancelled and frees its slot.
   std::vector<SlotResult> fail_all();
+  std::vector<SlotState> states() const;
 
  private:
   struct Slot;

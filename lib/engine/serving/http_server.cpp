@@ -52,13 +52,9 @@ struct Route {
   const char* method;
 };
 constexpr Route kRoutes[] = {
-    {"/health", "GET"},
-    {"/metrics", "GET"},
-    {"/v1/models", "GET"},
-    {"/v1/completions", "POST"},
-    {"/v1/chat/completions", "POST"},
-    {"/tokenize", "POST"},
-    {"/detokenize", "POST"},
+    {"/health", "GET"},    {"/metrics", "GET"},         {"/slots", "GET"},
+    {"/v1/models", "GET"}, {"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"},
+    {"/tokenize", "POST"}, {"/detokenize", "POST"},
 };
 
 }  // namespace
@@ -80,6 +76,7 @@ struct HttpServer::Impl {
   http::Response route(const http::Request& req, const std::string& ep);
   void add_cors(http::Reply& r) const;
   http::Reply health();
+  json slots();
   nlohmann::json model(const std::string& id);
   http::Response completion(Endpoint ep, const http::Request& req, Clock::time_point t0);
   std::shared_ptr<Flight> admit(Endpoint ep, const CompletionRequest& r);
@@ -160,6 +157,7 @@ http::Response HttpServer::Impl::route(const http::Request& req, const std::stri
                                 s.timed_out, s.too_large + s.malformed});
     return {r, nullptr};
   }
+  if (ep == "/slots") return {json_reply(200, slots()), nullptr};
   if (ep == "/v1/models")
     return {json_reply(200, {{"object", "list"}, {"data", json::array({model(o.model_name)})}}),
             nullptr};
@@ -205,7 +203,26 @@ http::Reply HttpServer::Impl::health() {
             {"spec_mode", speculative::spec_mode_name(e->mode())},
             {"draft", e->draft() != nullptr},
             {"queue", {{"depth", q.depth}, {"capacity", q.capacity}, {"in_flight", q.in_flight}}},
+            {"parallel", scheduler->parallel()},
             {"launch", e->launch() ? e->launch()->report() : json(nullptr)}});
+}
+
+// llama-server's /slots, in our words: what each slot runs now.
+json HttpServer::Impl::slots() {
+  Engine& e = loaded();
+  json out = json::array();
+  for (const auto& s : scheduler->slots())
+    out.push_back({{"id", s.slot},
+                   {"state", !s.busy                           ? "idle"
+                             : s.prompt_done < s.prompt_tokens ? "prompt"
+                                                               : "generating"},
+                   {"n_ctx", e.n_ctx()},
+                   {"cached_tokens", s.cached},
+                   {"prompt_tokens", s.prompt_tokens},
+                   {"prompt_processed", s.prompt_done},
+                   {"generated", s.generated},
+                   {"max_tokens", s.n_predict}});
+  return out;
 }
 
 // Checks, tokenizes and queues one request; throws ApiError.

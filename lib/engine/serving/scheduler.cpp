@@ -113,6 +113,22 @@ void Scheduler::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+std::vector<SlotState> Scheduler::slots() const {
+  std::lock_guard lk(mu_);
+  if (parallel_ > 1) return slots_;
+  SlotState s;
+  if (!running_.empty()) {
+    const Job& j = *running_.front();
+    s.busy = true;
+    s.prompt_tokens = static_cast<int>(j.input().prompt.size());
+    s.generated = static_cast<int>(j.times_.tokens.load());
+    s.prompt_done = s.generated > 0 ? s.prompt_tokens : 0;
+    s.n_predict = j.input().max_tokens;
+    s.cached = s.generated > 0 ? s.prompt_tokens + s.generated - 1 : 0;
+  }
+  return {s};
+}
+
 QueueGauges Scheduler::gauges() const {
   std::lock_guard lk(mu_);
   return {queue_.size(), capacity_, static_cast<int>(running_.size())};

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "engine/sampling/sampler.hpp"
+#include "engine/serving/batch_decoder.hpp"
 #include "engine/serving/metrics.hpp"
 #include "engine/speculative/speculative.hpp"
 
@@ -67,7 +68,7 @@ class Job {
   struct Times {
     using Clock = std::chrono::steady_clock;
     Clock::time_point queued = Clock::now(), started, first, last;
-    int64_t tokens = 0;
+    std::atomic<int64_t> tokens{0};  // read by /slots while the worker counts
     void token();
   };
 
@@ -104,6 +105,8 @@ class Scheduler {
   void stop();
 
   size_t capacity() const { return capacity_; }
+  // Each slot: what runs there now (parallel 1: the one running job).
+  std::vector<SlotState> slots() const;
   int parallel() const { return parallel_; }
   QueueGauges gauges() const;
 
@@ -121,6 +124,7 @@ class Scheduler {
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> queue_;
   std::vector<std::shared_ptr<Job>> running_;
+  std::vector<SlotState> slots_;  // the batched worker's view after each step
   bool stopping_ = false;
   std::atomic<bool> abort_{false};
   std::thread thread_;

@@ -18,6 +18,12 @@ constexpr int kPrefillBudget = 64;
 
 void Scheduler::batched_loop() {
   BatchDecoder dec(engine_.target(), parallel_, kPrefillBudget);
+  auto publish = [&] {
+    auto st = dec.states();
+    std::lock_guard lk(mu_);
+    slots_ = std::move(st);
+  };
+  publish();
   struct Active {
     std::shared_ptr<Job> job;
     std::unique_ptr<TextStream> text;
@@ -79,6 +85,7 @@ void Scheduler::batched_loop() {
         finished(job);
       }
     }
+    publish();
     try {
       for (const auto& r : dec.step()) end_job(r);
     } catch (const std::exception& e) {
@@ -91,8 +98,10 @@ void Scheduler::batched_loop() {
         active.erase(it);
       }
     }
+    publish();
   }
   for (const auto& r : dec.fail_all()) end_job(r);
+  publish();
 }
 
 }  // namespace epyctune::engine::serving
