@@ -3,6 +3,7 @@
 // greedy and seeded.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <map>
 
 #include "engine/runtime/thread_pool.hpp"
@@ -180,4 +181,61 @@ TEST_CASE("continuous batching: cancels, stops from the sink, and the context bo
   bad.prompt.assign(25, 1);
   CHECK_THROWS_AS(d.add(bad), std::invalid_argument);
   CHECK(d.active() == 0);
+}
+
+TEST_CASE("prefix reuse: a request computes only what no free slot's cache holds") {
+  TempDir dir;
+  const auto path = dir.path() / "m.gguf";
+  WriteOptions o;
+  o.quant = "q8_0";
+  write_model(path, parse_shape("tiny"), o);
+  auto pool = runtime::ThreadPool::unpinned(2);
+  auto m = LlamaModel::load(path, pool);
+  const int V = m->n_vocab();
+  BatchDecoder d(*m, 2, 8);
+  auto run = [&](const Req& r) {
+    SlotRequest sr;
+    sr.prompt = r.prompt;
+    sr.n_predict = r.n_predict;
+    sr.sampler = r.sp;
+    const auto id = d.add(std::move(sr));
+    for (int i = 0; i < 1000; ++i)
+      for (auto& res : d.step())
+        if (res.id == id) return res;
+    FAIL("the request did not end");
+    return SlotResult{};
+  };
+  Req a;
+  for (int k = 0; k < 20; ++k) a.prompt.push_back((k * 17 + 5) % V);
+  a.n_predict = 8;
+  const auto ra = run(a);
+  CHECK(ra.reused_prompt_tokens == 0);
+  CHECK(ra.tokens == alone(*m, a));
+
+  // The next turn: A's prompt, A's answer, and a new question.
+  Req b = a;
+  b.prompt.insert(b.prompt.end(), ra.tokens.begin(), ra.tokens.end());
+  for (int k = 0; k < 5; ++k) b.prompt.push_back((k * 29 + 3) % V);
+  b.n_predict = 10;
+  b.sp.temperature = 0.7f;
+  b.sp.seed = 9;
+  const auto rb = run(b);
+  CHECK(rb.reused_prompt_tokens == 27);  // A's 20 + the 7 answer tokens it fed back
+  CHECK(rb.tokens == alone(*m, b));
+
+  // A shared start only: the slot with the longest common prefix is taken.
+  Req c;
+  c.prompt.assign(a.prompt.begin(), a.prompt.begin() + 10);
+  for (int k = 0; k < 6; ++k) c.prompt.push_back((k * 41 + 7) % V);
+  c.n_predict = 6;
+  const auto rc = run(c);
+  CHECK(rc.reused_prompt_tokens == 10);
+  CHECK(rc.tokens == alone(*m, c));
+
+  // The same prompt again: all but its last token come from the cache.
+  const auto rc2 = run(c);
+  CHECK(rc2.reused_prompt_tokens == static_cast<int64_t>(c.prompt.size()) - 1);
+  CHECK(rc2.tokens == rc.tokens);
+  auto st = d.states();
+  CHECK(std::none_of(st.begin(), st.end(), [](const SlotState& s) { return s.busy; }));
 }

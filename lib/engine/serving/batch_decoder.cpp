@@ -24,6 +24,10 @@ struct BatchDecoder::Slot {
   // prompt + generated; its last token is the next row once the prompt is in.
   std::vector<int32_t> hist;
   size_t fed = 0;  // prompt tokens in the cache
+  // Prompt tokens found in the cache when the request came (prefix reuse).
+  // After the request, hist[0, seq->pos()) is what the cache holds.
+  int64_t reused = 0;
+  uint64_t used = 0;  // the last request's id: least recently used first
   std::vector<int32_t> out;
   speculative::SpecStats stats;
   Clock::time_point start, gen_start;
@@ -59,22 +63,39 @@ uint64_t BatchDecoder::add(SlotRequest r) {
     throw std::invalid_argument(
         fmt::format("generate: prompt of {} tokens exceeds the context of {}", r.prompt.size(),
                     model_.n_ctx()));
-  for (auto& s : slots_) {
-    if (s->busy) continue;
-    s->busy = true;
-    s->id = next_id_++;
-    s->seq->truncate(0);
-    s->sampler.emplace(r.sampler);
-    s->hist = r.prompt;
-    s->fed = 0;
-    s->out.clear();
-    s->stats = {};
-    s->stats.prompt_tokens = static_cast<int64_t>(r.prompt.size());
-    s->start = s->gen_start = Clock::now();
-    s->req = std::move(r);
-    return s->id;
+  // The free slot whose cache holds the longest prefix of this prompt (the
+  // least recently used among equals): those positions are kept, and only
+  // the rest of the prompt is computed. At least the last prompt token is
+  // fed again, for the logits of the first new token.
+  Slot* best = nullptr;
+  size_t best_common = 0;
+  for (auto& sp : slots_) {
+    if (sp->busy) continue;
+    const size_t cached = std::min(sp->hist.size(), size_t(sp->seq->pos()));
+    size_t common = 0;
+    while (common < cached && common + 1 < r.prompt.size() && sp->hist[common] == r.prompt[common])
+      ++common;
+    if (!best || common > best_common || (common == best_common && sp->used < best->used)) {
+      best = sp.get();
+      best_common = common;
+    }
   }
-  throw std::logic_error("BatchDecoder::add: every slot is busy");
+  if (!best) throw std::logic_error("BatchDecoder::add: every slot is busy");
+  Slot& s = *best;
+  s.busy = true;
+  s.id = next_id_++;
+  s.used = s.id;
+  s.seq->truncate(static_cast<int>(best_common));
+  s.sampler.emplace(r.sampler);
+  s.hist = r.prompt;
+  s.fed = best_common;
+  s.out.clear();
+  s.stats = {};
+  s.stats.prompt_tokens = static_cast<int64_t>(r.prompt.size());
+  s.reused = static_cast<int64_t>(best_common);
+  s.start = s.gen_start = Clock::now();
+  s.req = std::move(r);
+  return s.id;
 }
 
 SlotResult BatchDecoder::finish(Slot& s, SlotResult::Finish f) {
@@ -83,6 +104,7 @@ SlotResult BatchDecoder::finish(Slot& s, SlotResult::Finish f) {
   r.finish = f;
   r.tokens = std::move(s.out);
   r.stats = s.stats;
+  r.reused_prompt_tokens = s.reused;
   if (s.decoding()) r.stats.generate_s = since(s.gen_start);
   s.busy = false;
   s.req = {};  // drops the request's callbacks (and what they hold) now
@@ -96,7 +118,7 @@ std::vector<SlotState> BatchDecoder::states() const {
     const Slot& s = *slots_[i];
     SlotState st;
     st.slot = static_cast<int>(i);
-    st.cached = s.busy ? s.seq->pos() : 0;
+    st.cached = s.seq->pos();
     if (s.busy) {
       st.busy = true;
       st.id = s.id;

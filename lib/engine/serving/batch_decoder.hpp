@@ -5,6 +5,11 @@
 // and its slot's cache is reused. Single-threaded: the caller drives step()
 // from the thread that owns the model's pool.
 //
+// Prefix reuse: a finished request's cache stays in its slot, and a new
+// request takes the free slot that holds the longest prefix of its prompt,
+// computing only the rest (multi-turn chat re-sends the history; agents and
+// shared system prompts repeat their start).
+//
 // Each request's tokens are those plain decoding (speculative::Generator
 // without a draft) gives for it alone: the passes are batch-invariant, and
 // the sampler's draw depends only on (seed, position).
@@ -39,6 +44,7 @@ struct SlotResult {
   Finish finish = Finish::length;
   std::vector<int32_t> tokens;
   speculative::SpecStats stats;  // prompt_tokens, generated, target_passes, prompt_s, generate_s
+  int64_t reused_prompt_tokens = 0;  // of stats.prompt_tokens, found in a slot's cache
 };
 
 // One slot as /slots shows it.
@@ -50,7 +56,7 @@ struct SlotState {
   int prompt_done = 0;    // prompt tokens in the cache so far
   int generated = 0;
   int n_predict = 0;
-  int cached = 0;  // positions in the slot's KV cache
+  int cached = 0;  // positions in the slot's KV cache (kept when idle, for reuse)
 };
 
 class BatchDecoder {

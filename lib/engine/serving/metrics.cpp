@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "common/prometheus.hpp"
 
 namespace epyctune::engine::serving {
@@ -21,6 +23,11 @@ void Metrics::request(const std::string& endpoint, int code, double seconds) {
   std::lock_guard lk(mu_);
   ++requests_[{endpoint, code}];
   if (seconds >= 0) latency_[endpoint].add(seconds);
+}
+
+void Metrics::prompt_reused(int64_t tokens) {
+  std::lock_guard lk(mu_);
+  reused_ += static_cast<uint64_t>(std::max<int64_t>(0, tokens));
 }
 
 void Metrics::timings(double queue_wait, double first_token, double per_token) {
@@ -67,7 +74,11 @@ std::string Metrics::render(const QueueGauges& q, const ConnectionGauges& c) con
          double(rejected_));
   single("cancelled_total", "counter",
          "Completions stopped or dropped because their client disconnected.", double(cancelled_));
-  single("prompt_tokens_total", "counter", "Prompt tokens processed.", double(prompt_tokens_));
+  single("prompt_tokens_total", "counter", "Prompt tokens of completions, reused or computed.",
+         double(prompt_tokens_));
+  single("prompt_tokens_reused_total", "counter",
+         "Prompt tokens found in a slot's KV cache (a shared prefix), not computed.",
+         double(reused_));
   single("generated_tokens_total", "counter", "Tokens generated.", double(generated_));
   single("prompt_seconds_total", "counter", "Seconds spent processing prompts.", prompt_s_);
   single("generation_seconds_total", "counter", "Seconds spent generating tokens.", generate_s_);

@@ -38,6 +38,8 @@ class Metrics {
   // its first token (< 0: it made none), and per output token after the
   // first (< 0: it made fewer than two).
   void timings(double queue_wait, double first_token, double per_token);
+  // Prompt tokens a completion found in a slot's cache (not computed).
+  void prompt_reused(int64_t tokens);
   std::string render(const QueueGauges& q, const ConnectionGauges& c = {}) const;
 
   static constexpr std::array<double, 14> kBuckets = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
@@ -47,7 +49,7 @@ class Metrics {
   mutable std::mutex mu_;
   std::map<std::pair<std::string, int>, uint64_t> requests_;
   uint64_t rejected_ = 0, cancelled_ = 0;
-  uint64_t prompt_tokens_ = 0, generated_ = 0, drafted_ = 0, accepted_ = 0;
+  uint64_t prompt_tokens_ = 0, generated_ = 0, drafted_ = 0, accepted_ = 0, reused_ = 0;
   double prompt_s_ = 0, generate_s_ = 0, last_tok_s_ = 0;
   struct Histogram {
     std::array<uint64_t, kBuckets.size()> counts{};

@@ -37,6 +37,7 @@ void Scheduler::batched_loop() {
     Job& job = *it->second.job;
     TextStream& text = *it->second.text;
     metrics_.generation(r.stats.prompt_tokens, r.stats);
+    metrics_.prompt_reused(r.reused_prompt_tokens);
     if (r.finish == SlotResult::Finish::cancelled || job.cancelled()) {
       job.end("", r.stats.generated, abort_ ? "the server is shutting down" : "");
     } else {
