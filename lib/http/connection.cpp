@@ -111,27 +111,36 @@ void Connection::process() {
     boost::beast::error_code ec;
     const std::size_t n = parser_->put(buf_.data(), ec);
     if (ec == detail::bhttp::error::need_more) {
+      // Fed eagerly, the parser may finish a chunk's data and stop inside
+      // the next chunk's size line: it then asks for more and has taken the
+      // bytes before (they are the body's now), so they must not be fed again.
+      buf_.consume(n);
       if (!parser_->is_header_done() && buf_.size() > l.header_bytes)
         return fail(detail::failure_for(detail::bhttp::error::header_limit, true, l));
+      header_read();
       break;
     }
     if (ec) return fail(detail::failure_for(ec, !parser_->is_header_done(), l));
     buf_.consume(n);
-    if (phase_ == Phase::header && parser_->is_header_done()) {
-      phase_ = Phase::body;
-      arm_read(l.body_deadline);
-      // curl waits a second for this before it sends a large body.
-      const auto& h = parser_->get();
-      if (!parser_->is_done() && h.version() >= 11) {
-        auto it = h.find(boost::beast::http::field::expect);
-        if (it != h.end() && boost::beast::iequals(it->value(), "100-continue"))
-          queue("HTTP/1.1 100 Continue\r\n\r\n");
-      }
-    }
+    header_read();
     if (parser_->is_done()) return dispatch();
     if (n == 0) break;
   }
   ensure_reading();
+}
+
+// Once the parser has the whole header: the body's deadline, and the 100
+// Continue that curl waits a second for before it sends a large body.
+void Connection::header_read() {
+  if (phase_ != Phase::header || !parser_->is_header_done()) return;
+  phase_ = Phase::body;
+  arm_read(srv_.limits.body_deadline);
+  const auto& h = parser_->get();
+  if (!parser_->is_done() && h.version() >= 11) {
+    auto it = h.find(boost::beast::http::field::expect);
+    if (it != h.end() && boost::beast::iequals(it->value(), "100-continue"))
+      queue("HTTP/1.1 100 Continue\r\n\r\n");
+  }
 }
 
 void Connection::dispatch() {

@@ -74,6 +74,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   enum class Phase { idle, header, body, handling, replying, lingering, closed };
 
   void process();
+  void header_read();  // header done: the body phase starts
   void ensure_reading();
   void on_read(const boost::system::error_code& ec, std::size_t n);
   void peer_left();
