@@ -19,7 +19,6 @@ namespace epyctune::engine {
 
 struct LlamaModel::Impl {
   LlamaWeights w;
-  std::unique_ptr<KvCache> kv;  // the default sequence's
   // Per activation row of the pass: the cache it reads and writes and its
   // position; and the runs of rows that belong to one sequence.
   struct RowAt {

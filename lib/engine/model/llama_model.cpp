@@ -8,6 +8,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "common/elapsed.hpp"
 #include "common/field_error.hpp"
 #include "engine/gguf/gguf.hpp"
 #include "engine/kernels/kernels.hpp"
@@ -20,10 +21,6 @@
 
 namespace epyctune::engine {
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 // Touches one byte per 4 KiB page of every matrix, 2 MiB per work item, so
 // page faults (and disk reads for a cold file) happen on all pool threads.
@@ -84,7 +81,7 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::filesystem::path& path,
   if (opts.n_ctx < 0) throw std::invalid_argument("n_ctx must be >= 0");
   m->n_ctx_ = opts.n_ctx > 0 ? opts.n_ctx : m->cfg_.n_ctx;
   m->load_.file_bytes = m->file_->bytes().size();
-  m->load_.open_s = seconds_since(t0);
+  m->load_.open_s = common::seconds_since(t0);
 
   auto& w = m->impl_->w;
   for (Mat* mat : w.matrices()) m->load_.weight_bytes += mat->bytes();
@@ -111,22 +108,20 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::filesystem::path& path,
     m->impl_->weight_copy = std::move(r.memory);
     m->load_.pages = m->impl_->weight_copy.kind();
     m->load_.page_note = r.note;
-    m->load_.copy_s = seconds_since(t1);
+    m->load_.copy_s = common::seconds_since(t1);
   }
   if (opts.prefault) {
     auto t1 = std::chrono::steady_clock::now();
     prefault_weights(w, pool, opts.progress);
-    m->load_.prefault_s = seconds_since(t1);
+    m->load_.prefault_s = common::seconds_since(t1);
   }
   const auto& c = m->cfg_;
-  m->impl_->kv =
-      std::make_unique<KvCache>(c.n_layers, m->n_ctx_, c.n_kv_heads, c.head_dim, opts.kv_type);
-  m->kv_type_ = opts.kv_type;
+  m->seq_ = m->make_sequence(opts.kv_type);
   m->impl_->rope = std::make_unique<RopeTable>(c, w.rope_freqs);
   m->setup_moe(opts.experts_per_token);
   m->max_batch_ = std::max(1, opts.max_batch);
   m->impl_->scratch.resize(pool.size());
-  m->load_.total_s = seconds_since(t0);
+  m->load_.total_s = common::seconds_since(t0);
   return m;
 }
 
@@ -211,9 +206,9 @@ std::vector<runtime::AddressRange> LlamaModel::weight_ranges() const {
 }
 
 runtime::AddressRange LlamaModel::kv_range() const {
-  if (!impl_->kv) return {};
-  auto b = reinterpret_cast<uint64_t>(impl_->kv->data());
-  return {b, b + impl_->kv->bytes()};
+  if (!seq_) return {};
+  auto b = reinterpret_cast<uint64_t>(seq_->kv_->data());
+  return {b, b + seq_->kv_->bytes()};
 }
 
 std::string LlamaModel::placement_summary() const {
@@ -237,23 +232,22 @@ std::string LlamaModel::placement_summary() const {
 }
 
 void LlamaModel::truncate(int pos) {
-  if (pos < 0) throw std::out_of_range(fmt::format("truncate({}): negative position", pos));
-  pos_ = std::min(pos_, pos);
+  seq_->truncate(pos);
 }
 
 void LlamaModel::forward(std::span<const int32_t> tokens, float* logits) {
-  for (size_t i = 0; i < tokens.size(); i += max_batch_) {
-    size_t n = std::min<size_t>(max_batch_, tokens.size() - i);
-    forward_chunk(tokens.subspan(i, n), logits ? logits + i * cfg_.n_vocab : nullptr, false);
-  }
+  forward_default(tokens, logits, false);
 }
 
 void LlamaModel::forward_last(std::span<const int32_t> tokens, float* logits) {
-  for (size_t i = 0; i < tokens.size(); i += max_batch_) {
-    size_t n = std::min<size_t>(max_batch_, tokens.size() - i);
-    bool last = i + n == tokens.size();
-    forward_chunk(tokens.subspan(i, n), last ? logits : nullptr, true);
-  }
+  forward_default(tokens, logits, true);
+}
+
+void LlamaModel::forward_default(std::span<const int32_t> tokens, float* logits, bool last_only) {
+  std::vector<SeqRow> rows(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i)
+    rows[i] = {seq_.get(), tokens[i], !last_only || i + 1 == tokens.size()};
+  forward_rows(rows, logits);
 }
 
 namespace detail {
@@ -298,26 +292,6 @@ void prepare_acts(runtime::ThreadPool& pool, GgmlType type, const float* x, int 
 
 }  // namespace detail
 
-void LlamaModel::forward_chunk(std::span<const int32_t> tokens, float* logits, bool last_only) {
-  const int B = static_cast<int>(tokens.size());
-  if (B == 0) return;
-  if (pos_ + B > n_ctx_)
-    throw std::out_of_range(
-        fmt::format("context full: {} cached + {} new tokens > n_ctx {}", pos_, B, n_ctx_));
-  for (int32_t t : tokens)
-    if (t < 0 || t >= cfg_.n_vocab)
-      throw std::out_of_range(
-          fmt::format("token id {} outside the vocabulary [0, {})", t, cfg_.n_vocab));
-  impl_->reserve(B, cfg_);
-  impl_->at.resize(size_t(B));
-  for (int t = 0; t < B; ++t) impl_->at[size_t(t)] = {impl_->kv.get(), pos_ + t};
-  impl_->segs.assign(1, {0, B});
-  embed(tokens);
-  run_layers(B);
-  pos_ += B;
-  if (logits) output_head(B, logits, last_only);
-}
-
 void LlamaModel::run_layers(int B) {
   for (int il = 0; il < cfg_.n_layers; ++il) {
     attention_block(il, B);
@@ -338,9 +312,13 @@ uint64_t Sequence::kv_bytes() const {
 }
 
 std::unique_ptr<Sequence> LlamaModel::new_sequence() const {
+  return make_sequence(seq_->kv_->type());
+}
+
+std::unique_ptr<Sequence> LlamaModel::make_sequence(GgmlType kv_type) const {
   const auto& c = cfg_;
   return std::unique_ptr<Sequence>(new Sequence(
-      std::make_unique<KvCache>(c.n_layers, n_ctx_, c.n_kv_heads, c.head_dim, kv_type_)));
+      std::make_unique<KvCache>(c.n_layers, n_ctx_, c.n_kv_heads, c.head_dim, kv_type)));
 }
 
 void LlamaModel::forward_rows(std::span<const SeqRow> rows, float* logits) {
@@ -408,13 +386,7 @@ void LlamaModel::embed(std::span<const int32_t> tokens) {
   }
 }
 
-// logits = output * rmsnorm(x) for every token, or only the last (prefill).
-void LlamaModel::output_head(int B, float* logits, bool last_only) {
-  std::vector<int> rows;
-  for (int t = last_only ? B - 1 : 0; t < B; ++t) rows.push_back(t);
-  output_rows(rows, logits);
-}
-
+// logits = output * rmsnorm(x) for the listed rows.
 void LlamaModel::output_rows(const std::vector<int>& rows, float* logits) {
   if (rows.empty()) return;
   Impl& s = *impl_;

@@ -114,7 +114,8 @@ class LlamaModel : public CausalLM {
 
   int n_vocab() const override { return cfg_.n_vocab; }
   int n_ctx() const override { return n_ctx_; }
-  int pos() const override { return pos_; }
+  // forward(), pos() and truncate() work on the model's default sequence.
+  int pos() const override { return seq_->pos(); }
   // Throws std::out_of_range past n_ctx() or for a token id outside [0, n_vocab).
   // logits may be null: the tokens only extend the cache (no output head).
   void forward(std::span<const int32_t> tokens, float* logits) override;
@@ -163,11 +164,13 @@ class LlamaModel : public CausalLM {
  private:
   struct Impl;
   LlamaModel(runtime::ThreadPool& pool);
-  void forward_chunk(std::span<const int32_t> tokens, float* logits, bool last_only);
+  std::unique_ptr<Sequence> make_sequence(GgmlType kv_type) const;
+  // The default sequence's rows: every one with logits, or only the last.
+  void forward_default(std::span<const int32_t> tokens, float* logits, bool last_only);
   // The layers over B rows whose embeddings, positions and caches impl_
   // holds (Impl::at, Impl::segs).
   void run_layers(int B);
-  // forward_chunk's steps, on the B tokens' activation rows in impl_.
+  // forward_rows' steps, on the B tokens' activation rows in impl_.
   void setup_moe(int experts_per_token);
   void embed(std::span<const int32_t> tokens);
   void attention_block(int il, int B);
@@ -181,7 +184,6 @@ class LlamaModel : public CausalLM {
   void mla_expand_kv(int il, int B);
   void mla_attend(int il, int B);
   void shared_experts(int il, int B);
-  void output_head(int B, float* logits, bool last_only);
   // The output head of the listed activation rows, into consecutive logits rows.
   void output_rows(const std::vector<int>& rows, float* logits);
 
@@ -189,11 +191,10 @@ class LlamaModel : public CausalLM {
   std::unique_ptr<gguf::File> file_;
   LlamaConfig cfg_;
   int n_ctx_ = 0;
-  int pos_ = 0;
   int max_batch_ = 64;
-  GgmlType kv_type_ = GgmlType::F16;
   LoadReport load_;
   std::unique_ptr<Impl> impl_;
+  std::unique_ptr<Sequence> seq_;  // the default sequence
 };
 
 }  // namespace epyctune::engine
