@@ -29,6 +29,7 @@
 #include "apps/epyctune-engine/launch_options.hpp"
 #include "apps/epyctune-engine/progress.hpp"
 #include "common/cpulist.hpp"
+#include "common/elapsed.hpp"
 #include "engine/kernels/kernels.hpp"
 #include "engine/model/llama_model.hpp"
 #include "engine/placement/launch_setup.hpp"
@@ -40,9 +41,6 @@ namespace epyctune::engine_cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 struct BenchOptions {
   std::string model;
@@ -94,7 +92,7 @@ double time_file_read(const std::string& path, uint64_t& bytes) {
     if (n <= 0) break;
     bytes += static_cast<uint64_t>(n);
   }
-  double s = since(t0);
+  double s = common::seconds_since(t0);
   ::close(fd);
   return s;
 }
@@ -157,7 +155,7 @@ Samples time_passes(const BenchOptions& o, engine::LlamaModel& model,
         model.forward(batch, logits.data());
         model.truncate(o.ctx);
       }
-      const double wall = since(t1);
+      const double wall = common::seconds_since(t1);
       sm.per_pass[k].push_back(wall / o.passes);
       sm.cpu_used[k] += cpu_seconds() - cpu0;
       sm.wall_used[k] += wall;
@@ -227,7 +225,7 @@ PoolCost measure_pool(const BenchOptions& o, engine::LlamaModel& model,
   constexpr int kEmpty = 2000;
   const auto te = Clock::now();
   for (int i = 0; i < kEmpty; ++i) pool.run([](int) {});
-  pc.region_us = since(te) / kEmpty * 1e6;
+  pc.region_us = common::seconds_since(te) / kEmpty * 1e6;
   return pc;
 }
 
@@ -381,7 +379,7 @@ std::unique_ptr<engine::LlamaModel> load_model(const BenchOptions& o,
     };
   auto t0 = Clock::now();
   auto model = engine::LlamaModel::load(o.model, pool, mo);
-  r.load_s = since(t0);
+  r.load_s = common::seconds_since(t0);
   line.finish();
   if (launch) {
     launch->bind_kv(*model, launch::Role::verify);

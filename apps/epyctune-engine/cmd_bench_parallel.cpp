@@ -6,11 +6,13 @@
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <span>
 
 #include "apps/epyctune-engine/bench_parallel.hpp"
 #include "apps/epyctune-engine/engine_options.hpp"
 #include "common/cpulist.hpp"
+#include "common/elapsed.hpp"
 #include "common/stats.hpp"
 #include "engine/kernels/kernels.hpp"
 #include "engine/model/llama_model.hpp"
@@ -24,16 +26,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using common::median;
 
-double since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
 struct Run {
   double prompt_s = 0;         // the P prompts in one pass
-  double decode_s = 0;         // every decode pass
   std::vector<double> pass_s;  // each decode pass
-  std::vector<int32_t>
-      first_seq;  // sequence 0's greedy tokens (a check that P does not change them)
+  // Sequence 0's greedy tokens: a check that P does not change them.
+  std::vector<int32_t> first_seq;
 };
 
 // One configuration: P sequences prefilled together, then n_predict greedy
@@ -52,7 +49,7 @@ Run run_once(engine::LlamaModel& m, int P, const ParallelBenchOptions& o) {
   Run r;
   auto t0 = Clock::now();
   m.forward_rows(rows, logits.data());
-  r.prompt_s = since(t0);
+  r.prompt_s = common::seconds_since(t0);
   // Each sequence's next token: the argmax after its last prompt row.
   std::vector<int32_t> next(static_cast<size_t>(P));
   auto argmax = [&](size_t row) {
@@ -66,10 +63,9 @@ Run run_once(engine::LlamaModel& m, int P, const ParallelBenchOptions& o) {
     for (int s = 0; s < P; ++s) rows[size_t(s)] = {seqs[size_t(s)].get(), next[size_t(s)]};
     auto t1 = Clock::now();
     m.forward_rows(rows, logits.data());
-    r.pass_s.push_back(since(t1));
+    r.pass_s.push_back(common::seconds_since(t1));
     for (int s = 0; s < P; ++s) next[size_t(s)] = argmax(size_t(s));
   }
-  for (double s : r.pass_s) r.decode_s += s;
   return r;
 }
 
@@ -116,7 +112,8 @@ int run_parallel_bench(const ParallelBenchOptions& o) {
       std::vector<double> prompt, decode, tpot;
       for (const auto& r : runs[P]) {
         prompt.push_back(double(P) * o.prompt_tokens / r.prompt_s);
-        decode.push_back(double(P) * o.n_predict / r.decode_s);
+        decode.push_back(double(P) * o.n_predict /
+                         std::accumulate(r.pass_s.begin(), r.pass_s.end(), 0.0));
         tpot.push_back(1e3 * median(r.pass_s));
         if (one && r.first_seq != *one) row.same_tokens = false;
       }

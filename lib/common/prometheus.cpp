@@ -26,6 +26,10 @@ void PromWriter::family(std::string_view name, std::string_view type, std::strin
 
 void PromWriter::sample(std::string_view name, double value,
                         std::initializer_list<PromLabel> labels) {
+  sample(name, value, std::span<const PromLabel>(labels.begin(), labels.size()));
+}
+
+void PromWriter::sample(std::string_view name, double value, std::span<const PromLabel> labels) {
   out_ += name;
   if (labels.size() > 0) {
     out_ += '{';

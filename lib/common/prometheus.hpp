@@ -4,6 +4,7 @@
 #pragma once
 
 #include <initializer_list>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -26,6 +27,8 @@ class PromWriter {
   void family(std::string_view name, std::string_view type, std::string_view help);
   // One sample of the current family (or of its _bucket/_sum/_count).
   void sample(std::string_view name, double value, std::initializer_list<PromLabel> labels = {});
+  // The same, with labels chosen at run time.
+  void sample(std::string_view name, double value, std::span<const PromLabel> labels);
   // A family with its one unlabelled sample.
   void single(std::string_view name, std::string_view type, std::string_view help, double value);
   // Text written by another PromWriter (or renderer) as it is.

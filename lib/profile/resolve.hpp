@@ -24,9 +24,6 @@ struct HostPartition {
   std::vector<int> idle_sibling_cpus;
   std::vector<int> housekeeping_cores;  // Core::id, after adding housekeeping_cpus' cores
 
-  const launch::Side& side(launch::Role r) const {
-    return r == launch::Role::draft ? draft : verify;
-  }
   // Every CPU that runs inference, sorted.
   std::vector<int> inference_cpus() const;
 };

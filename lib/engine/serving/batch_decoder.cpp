@@ -1,18 +1,15 @@
 #include "engine/serving/batch_decoder.hpp"
 
-#include <fmt/format.h>
-
 #include <chrono>
 #include <optional>
 #include <stdexcept>
+
+#include "common/elapsed.hpp"
 
 namespace epyctune::engine::serving {
 
 namespace {
 using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 }  // namespace
 
 struct BatchDecoder::Slot {
@@ -54,15 +51,7 @@ int BatchDecoder::active() const {
 }
 
 uint64_t BatchDecoder::add(SlotRequest r) {
-  if (r.prompt.empty()) throw std::invalid_argument("generate: empty prompt (add a BOS token)");
-  for (int32_t t : r.prompt)
-    if (t < 0 || t >= model_.n_vocab())
-      throw std::invalid_argument(
-          fmt::format("generate: prompt token {} outside the vocabulary", t));
-  if (r.prompt.size() > size_t(model_.n_ctx()))
-    throw std::invalid_argument(
-        fmt::format("generate: prompt of {} tokens exceeds the context of {}", r.prompt.size(),
-                    model_.n_ctx()));
+  speculative::check_prompt(model_, r.prompt);
   // The free slot whose cache holds the longest prefix of this prompt (the
   // least recently used among equals): those positions are kept, and only
   // the rest of the prompt is computed. At least the last prompt token is
@@ -105,7 +94,7 @@ SlotResult BatchDecoder::finish(Slot& s, SlotResult::Finish f) {
   r.tokens = std::move(s.out);
   r.stats = s.stats;
   r.reused_prompt_tokens = s.reused;
-  if (s.decoding()) r.stats.generate_s = since(s.gen_start);
+  if (s.decoding()) r.stats.generate_s = common::seconds_since(s.gen_start);
   s.busy = false;
   s.req = {};  // drops the request's callbacks (and what they hold) now
   s.out.clear();
@@ -181,7 +170,7 @@ std::vector<SlotResult> BatchDecoder::step() {
   for (auto [s, n] : prefills) {
     s->fed += n;
     if (s->decoding()) {
-      s->stats.prompt_s = since(s->start);
+      s->stats.prompt_s = common::seconds_since(s->start);
       s->gen_start = Clock::now();
     }
   }

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <span>
+#include <vector>
 
 #include "common/prometheus.hpp"
 
@@ -108,14 +110,10 @@ std::string Metrics::render(const QueueGauges& q, const ConnectionGauges& c) con
   auto samples = [&](const std::string& hist, const Histogram& h, const char* label,
                      const std::string& value) {
     auto put = [&](const std::string& n, double v, const std::string& le) {
-      if (label && !le.empty())
-        w.sample(n, v, {{label, value}, {"le", le}});
-      else if (label)
-        w.sample(n, v, {{label, value}});
-      else if (!le.empty())
-        w.sample(n, v, {{"le", le}});
-      else
-        w.sample(n, v);
+      std::vector<common::PromLabel> l;
+      if (label) l.push_back({label, value});
+      if (!le.empty()) l.push_back({"le", le});
+      w.sample(n, v, std::span<const common::PromLabel>(l));
     };
     for (size_t i = 0; i < kBuckets.size(); ++i)
       put(hist + "_bucket", double(h.counts[i]), fmt::format("{}", kBuckets[i]));

@@ -6,6 +6,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "common/elapsed.hpp"
 #include "common/field_error.hpp"
 #include "engine/speculative/draft_feed.hpp"
 #include "engine/speculative/drafter.hpp"
@@ -15,9 +16,6 @@ namespace epyctune::engine::speculative {
 
 namespace {
 using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // One verify pass's verdict: the target keeps the first m proposals, then
 // its own token next.
@@ -108,7 +106,7 @@ void Generator::prefill(std::span<const int32_t> hist) {
     if (!opt_.null_logits_ok) logits.resize(n * nv);
     target_.forward(hist.subspan(off, n), opt_.null_logits_ok ? nullptr : logits.data());
   }
-  stats_.prompt_s = since(t0);
+  stats_.prompt_s = common::seconds_since(t0);
 }
 
 // Proposals the next round may draft: `want`, but none past the last token
@@ -128,22 +126,21 @@ void Generator::record_round(size_t n_props, size_t m) {
   }
 }
 
-void Generator::check_prompt(std::span<const int32_t> prompt) const {
+void check_prompt(const CausalLM& target, std::span<const int32_t> prompt) {
   if (prompt.empty()) throw std::invalid_argument("generate: empty prompt (add a BOS token)");
-  const int nv = target_.n_vocab();
+  const int nv = target.n_vocab();
   for (int32_t t : prompt)
     if (t < 0 || t >= nv)
       throw std::invalid_argument("generate: prompt token " + std::to_string(t) +
                                   " outside the vocabulary");
-  if (prompt.size() > static_cast<size_t>(target_.n_ctx()))
+  if (prompt.size() > static_cast<size_t>(target.n_ctx()))
     throw std::invalid_argument("generate: prompt of " + std::to_string(prompt.size()) +
-                                " tokens exceeds the context of " +
-                                std::to_string(target_.n_ctx()));
+                                " tokens exceeds the context of " + std::to_string(target.n_ctx()));
 }
 
 std::vector<int32_t> Generator::generate(std::span<const int32_t> prompt, int n_predict,
                                          const TokenCallback& on_token) {
-  check_prompt(prompt);
+  check_prompt(target_, prompt);
   const int nv = target_.n_vocab();
   stats_ = {};
   stats_.prompt_tokens = static_cast<int64_t>(prompt.size());
@@ -196,7 +193,7 @@ std::vector<int32_t> Generator::generate(std::span<const int32_t> prompt, int n_
     const Decision dec = decide(logits, nv, props, sp_, hist.size(), p, scratch);
     const size_t m = dec.m;
     if (m < props.size()) target_.truncate(static_cast<int>(hist.size() + m));
-    const double verify = since(tv);
+    const double verify = common::seconds_since(tv);
     stats_.verify_s += verify;
     count_proposals(stats_, props, m);
     record_round(props.size(), m);
@@ -215,7 +212,7 @@ std::vector<int32_t> Generator::generate(std::span<const int32_t> prompt, int n_
     }
     if (!done) feed->committed(hist);
   }
-  stats_.generate_s = since(tgen);
+  stats_.generate_s = common::seconds_since(tgen);
   stats_.draft_s = feed->draft_seconds();
   stats_.wait_s = feed->wait_seconds();
   stats_.discarded = feed->discarded();

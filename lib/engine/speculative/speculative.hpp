@@ -83,6 +83,10 @@ struct SpecStats {
   double tokens_per_second() const { return generate_s > 0 ? double(generated) / generate_s : 0.0; }
 };
 
+// Throws std::invalid_argument for a prompt `target` cannot decode from:
+// empty, a token outside its vocabulary, or longer than its context.
+void check_prompt(const CausalLM& target, std::span<const int32_t> prompt);
+
 // Called for every generated token in order; return false to stop early.
 using TokenCallback = std::function<bool(int32_t token)>;
 
@@ -99,7 +103,6 @@ class Generator {
 
  private:
   void prefill(std::span<const int32_t> hist);
-  void check_prompt(std::span<const int32_t> prompt) const;
   int draft_budget(size_t hist_len, int want) const;
   void record_round(size_t n_props, size_t m);
 
