@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 #include "engine/speculative/cost_model.hpp"
@@ -46,6 +47,62 @@ TEST_CASE("cost cache: round trip, and malformed files are rejected") {
     why.clear();
     CHECK_FALSE(read_cost_cache(file, "K", &why));
     CHECK(why.find(file.string()) == 0);
+  }
+}
+
+namespace {
+
+// Sets (or, for nullptr, unsets) an environment variable for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) saved_ = old;
+    if (value)
+      ::setenv(name, value, 1);
+    else
+      ::unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (saved_)
+      ::setenv(name_, saved_->c_str(), 1);
+    else
+      ::unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> saved_;
+};
+
+}  // namespace
+
+// Under epyctuned.service ProtectHome=yes hides $HOME, so the engine used to
+// find no writable cache (XDG_CACHE_HOME unset, ~/.cache hidden) and measure
+// on every start: systemd's CacheDirectory= comes first now.
+TEST_CASE("cost cache: $CACHE_DIRECTORY, then $XDG_CACHE_HOME/epyctune, then ~/.cache/epyctune") {
+  ScopedEnv home("HOME", "/home/u");
+  {
+    ScopedEnv xdg("XDG_CACHE_HOME", nullptr);
+    ScopedEnv cache("CACHE_DIRECTORY", nullptr);
+    CHECK(cost_cache_dir() == "/home/u/.cache/epyctune");
+  }
+  ScopedEnv xdg("XDG_CACHE_HOME", "/x");
+  {
+    ScopedEnv cache("CACHE_DIRECTORY", nullptr);
+    CHECK(cost_cache_dir() == "/x/epyctune");
+  }
+  {
+    ScopedEnv cache("CACHE_DIRECTORY", "/var/cache/epyctune");
+    CHECK(cost_cache_dir() == "/var/cache/epyctune");
+  }
+  {
+    // A unit naming several cache directories: systemd lists them all.
+    ScopedEnv cache("CACHE_DIRECTORY", "/var/cache/epyctune:/var/cache/other");
+    CHECK(cost_cache_dir() == "/var/cache/epyctune");
+  }
+  {
+    ScopedEnv cache("CACHE_DIRECTORY", "");
+    CHECK(cost_cache_dir() == "/x/epyctune");
   }
 }
 

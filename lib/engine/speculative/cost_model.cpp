@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <string_view>
 #include <system_error>
 
 namespace epyctune::engine::speculative {
@@ -109,6 +110,14 @@ PassTimes measure_pass_times(CausalLM& m, int max_tokens, int ctx, int passes) {
 }
 
 fs::path cost_cache_dir() {
+  // Under a unit with CacheDirectory=epyctune, systemd names the directory it
+  // made (and may write under ProtectHome=yes, which hides $HOME) in
+  // $CACHE_DIRECTORY, several ':'-separated when the unit lists several: the
+  // first is ours. It is the directory itself, so nothing is appended.
+  if (const char* c = std::getenv("CACHE_DIRECTORY"); c && *c) {
+    const std::string_view all(c);
+    return fs::path(all.substr(0, all.find(':')));
+  }
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return fs::path(x) / "epyctune";
   if (const char* h = std::getenv("HOME"); h && *h) return fs::path(h) / ".cache" / "epyctune";
   return {};

@@ -78,8 +78,9 @@ BestK best_draft_k(const CostModel& c, int max_k, double accept);
 // median of `passes` each. Leaves the model's cache empty.
 PassTimes measure_pass_times(CausalLM& m, int max_tokens, int ctx = 64, int passes = 3);
 
-// The cache: one JSON file per model and host under $XDG_CACHE_HOME/epyctune
-// (else ~/.cache/epyctune). The key names the model file (path, size,
+// The cache: one JSON file per model and host in $CACHE_DIRECTORY (systemd's
+// CacheDirectory=, the daemon's instances), else $XDG_CACHE_HOME/epyctune,
+// else ~/.cache/epyctune. The key names the model file (path, size,
 // mtime), the CPUs and the ISA, so any change re-measures.
 std::filesystem::path cost_cache_dir();
 std::string cost_cache_key(const std::filesystem::path& model, const std::string& cpus,
