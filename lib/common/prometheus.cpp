@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "common/version.hpp"
+
 namespace epyctune::common {
 
 std::string prom_label_value(std::string_view v) {
@@ -51,6 +53,20 @@ void PromWriter::single(std::string_view name, std::string_view type, std::strin
                         double value) {
   family(name, type, help);
   sample(name, value);
+}
+
+void PromWriter::build_info(std::string_view name, std::string_view help) {
+#if defined(__clang__)
+  const std::string compiler =
+      fmt::format("clang {}.{}.{}", __clang_major__, __clang_minor__, __clang_patchlevel__);
+#elif defined(__GNUC__)
+  const std::string compiler =
+      fmt::format("gcc {}.{}.{}", __GNUC__, __GNUC_MINOR__, __GNUC_PATCHLEVEL__);
+#else
+  const std::string compiler = "unknown";
+#endif
+  family(name, "gauge", help);
+  sample(name, 1, {{"version", kVersion}, {"compiler", compiler}});
 }
 
 }  // namespace epyctune::common

@@ -31,6 +31,9 @@ class PromWriter {
   void sample(std::string_view name, double value, std::span<const PromLabel> labels);
   // A family with its one unlabelled sample.
   void single(std::string_view name, std::string_view type, std::string_view help, double value);
+  // `name{version="0.1.0",compiler="gcc 12.2.0"} 1`: which build wrote the
+  // metrics, the usual *_build_info gauge to join other series on.
+  void build_info(std::string_view name, std::string_view help);
   // Text written by another PromWriter (or renderer) as it is.
   void append(std::string_view text) { out_ += text; }
   const std::string& text() const { return out_; }

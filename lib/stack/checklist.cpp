@@ -8,7 +8,6 @@
 #include <set>
 #include <stdexcept>
 #include <string_view>
-#include <tuple>
 #include <utility>
 
 #include "common/prometheus.hpp"
@@ -28,11 +27,16 @@ std::string one_line(std::string s, size_t max = 60) {
   return s;
 }
 
-// The labels that identify one check. The path is among them because nothing
-// makes (step, knob) unique, and one repeated series makes node_exporter drop
-// the whole file; an exact repeat (one knob planned twice) is written once.
+// One series per check, named by ids only: `check` is the knob's identity
+// (its location, never its display name, so rewording a name does not start
+// a new series), `result` its word (pass, fail, skip): a skipped check is a
+// state of its own, not a value that arithmetic mistakes for a number. The
+// identity makes a series unique, since one repeated series makes
+// node_exporter drop the whole file; an exact repeat (one knob planned
+// twice) is written once.
 std::string render_prometheus(const Checklist& c) {
   common::PromWriter w;
+  w.build_info("epyctune_build_info", "The epyctune build that wrote these metrics (always 1).");
   w.family("epyctune_verify_ok", "gauge", "1 when no epyctune verify check failed, else 0.");
   w.sample("epyctune_verify_ok", c.ok() ? 1 : 0, {{"profile", c.profile}});
   w.family("epyctune_verify_timestamp_seconds", "gauge",
@@ -45,15 +49,15 @@ std::string render_prometheus(const Checklist& c) {
   for (const auto& [result, n] : by_result)
     w.sample("epyctune_verify_checks", n, {{"profile", c.profile}, {"result", to_string(result)}});
   w.family("epyctune_verify_check", "gauge",
-           "Result of one epyctune verify check: 1 pass, 0 fail, -1 skipped.");
-  std::set<std::tuple<std::string, std::string, std::string>> seen;
+           "One epyctune verify check, always 1: its result (pass, fail, skip) is the result "
+           "label, its knob's identity the check label.");
+  std::set<std::pair<std::string, std::string>> seen;
   for (const auto& l : c.lines) {
-    if (!seen.insert({l.step, l.name, l.path}).second) continue;
-    w.sample("epyctune_verify_check",
-             l.result == CheckResult::Pass   ? 1
-             : l.result == CheckResult::Fail ? 0
-                                             : -1,
-             {{"profile", c.profile}, {"step", l.step}, {"knob", l.name}, {"path", l.path}});
+    const std::string& id = l.id.empty() ? l.path : l.id;
+    if (!seen.insert({l.step, id}).second) continue;
+    const std::string result = to_string(l.result);
+    w.sample("epyctune_verify_check", 1,
+             {{"profile", c.profile}, {"step", l.step}, {"check", id}, {"result", result}});
   }
   return w.take();
 }
@@ -100,6 +104,7 @@ Checklist make_checklist(const std::vector<KnobPlan>& plans, const std::string& 
     l.expected = p.desired_display();
     l.actual = p.current.display();
     l.reason = p.reason;
+    l.id = p.knob.loc.key();
     switch (p.status) {
       case PlanStatus::Unchanged:
         l.result = CheckResult::Pass;
@@ -129,12 +134,26 @@ Checklist make_checklist(const std::vector<KnobPlan>& plans, const std::string& 
   return c;
 }
 
+namespace {
+
+constexpr std::pair<std::string_view, ChecklistFormat> kFormats[] = {
+    {"table", ChecklistFormat::Table},           {"json", ChecklistFormat::Json},
+    {"md", ChecklistFormat::Markdown},           {"junit", ChecklistFormat::Junit},
+    {"prometheus", ChecklistFormat::Prometheus},
+};
+
+}  // namespace
+
+std::vector<std::string_view> checklist_format_names() {
+  std::vector<std::string_view> out;
+  for (const auto& [name, f] : kFormats) out.push_back(name);
+  return out;
+}
+
 ChecklistFormat parse_checklist_format(const std::string& n) {
-  if (n == "table") return ChecklistFormat::Table;
-  if (n == "json") return ChecklistFormat::Json;
-  if (n == "md" || n == "markdown") return ChecklistFormat::Markdown;
-  if (n == "junit") return ChecklistFormat::Junit;
-  if (n == "prometheus") return ChecklistFormat::Prometheus;
+  if (n == "markdown") return ChecklistFormat::Markdown;
+  for (const auto& [name, f] : kFormats)
+    if (n == name) return f;
   throw std::invalid_argument(
       fmt::format("unknown format '{}': use table, json, md, junit or prometheus", n));
 }

@@ -25,6 +25,10 @@ struct CheckLine {
   std::string expected, actual;
   CheckResult result = CheckResult::Skip;
   std::string reason;
+  // The knob's identity (KnobLocation::key(): "value:/proc/irq/24/smp_affinity_list",
+  // "msr:3:0xc0000108:0x2f"): what a metric names the check by, unchanged when
+  // the knob's display name is reworded. "" = the path.
+  std::string id;
 };
 
 struct Checklist {
@@ -43,6 +47,9 @@ Checklist make_checklist(const std::vector<KnobPlan>& plans, const std::string& 
 enum class ChecklistFormat { Table, Json, Markdown, Junit, Prometheus };
 // Throws std::invalid_argument listing the accepted names.
 ChecklistFormat parse_checklist_format(const std::string& name);
+// The names parse_checklist_format accepts ("markdown" is an alias of "md"
+// and not listed): verify --format's help and the bash completion's check.
+std::vector<std::string_view> checklist_format_names();
 std::string render_checklist(const Checklist& c, ChecklistFormat f);
 
 }  // namespace epyctune::stack

@@ -145,26 +145,46 @@ TEST_CASE("prometheus: the exposition format, label escaping, one family each") 
   stack::Checklist c;
   c.profile = "epyc\"9754\\x";
   c.timestamp_seconds = 1700000000;
+  c.lines.push_back({"irq", "name \"quoted\"\nnext", "/proc/irq/1\\smp", "1", "2",
+                     stack::CheckResult::Fail, "", ""});
+  c.lines.push_back({"bios", "boost", "/sys/x", "0", "0", stack::CheckResult::Pass, "", ""});
   c.lines.push_back(
-      {"irq", "name \"quoted\"\nnext", "/proc/irq/1\\smp", "1", "2", stack::CheckResult::Fail, ""});
-  c.lines.push_back({"bios", "boost", "/sys/x", "0", "0", stack::CheckResult::Pass, ""});
-  c.lines.push_back(
-      {"bios", "boost", "/sys/x", "0", "0", stack::CheckResult::Pass, ""});  // planned twice
-  c.lines.push_back({"bios", "boost", "/sys/y", "0", "0", stack::CheckResult::Skip, ""});
+      {"bios", "boost", "/sys/x", "0", "0", stack::CheckResult::Pass, "", ""});  // planned twice
+  c.lines.push_back({"bios", "boost", "/sys/y", "0", "0", stack::CheckResult::Skip, "", ""});
+  c.lines.push_back({"bios", "boost (reworded)", "/sys/x", "0", "1", stack::CheckResult::Fail, "",
+                     "value:/sys/z"});
   c.passed = 2;
-  c.failed = 1;
+  c.failed = 2;
   c.skipped = 1;
   std::string text = stack::render_checklist(c, stack::ChecklistFormat::Prometheus);
   auto e = parse_exposition(text);
   REQUIRE_MESSAGE(e.error.empty(), (e.error + "\n" + text));
   CHECK(has(text, "epyctune_verify_ok{profile=\"epyc\\\"9754\\\\x\"} 0\n"));
   CHECK(has(text, "epyctune_verify_timestamp_seconds{profile=\"epyc\\\"9754\\\\x\"} 1700000000\n"));
-  CHECK(has(text, "knob=\"name \\\"quoted\\\"\\nnext\",path=\"/proc/irq/1\\\\smp\"} 0\n"));
-  REQUIRE(e.samples["epyctune_verify_check"].size() == 3);
-  CHECK(e.samples["epyctune_verify_check"][0]["knob"] == "name \"quoted\"\nnext");
+  CHECK(has(text, "check=\"/proc/irq/1\\\\smp\",result=\"fail\"} 1\n"));
+  REQUIRE(e.samples["epyctune_verify_check"].size() == 4);
   CHECK(e.samples["epyctune_verify_check"][0]["step"] == "irq");
-  CHECK(e.values["epyctune_verify_check"] == std::vector<std::string>{"0", "1", "-1"});
-  CHECK(e.values["epyctune_verify_checks"] == std::vector<std::string>{"2", "1", "1"});
+  // Labels are ids, never the knob's display name: a reworded name is the
+  // same series. It used to carry knob="name \"quoted\"\nnext" and path.
+  for (const auto& labels : e.samples["epyctune_verify_check"]) {
+    CHECK(labels.count("knob") == 0);
+    CHECK(labels.count("path") == 0);
+  }
+  CHECK(e.samples["epyctune_verify_check"][3]["check"] == "value:/sys/z");
+  // A skipped check is a result of its own, not -1: every sample is 1 and
+  // the result label says pass, fail or skip.
+  CHECK(e.values["epyctune_verify_check"] == std::vector<std::string>{"1", "1", "1", "1"});
+  std::vector<std::string> results;
+  for (const auto& labels : e.samples["epyctune_verify_check"])
+    results.push_back(labels.at("result"));
+  CHECK(results == std::vector<std::string>{"fail", "pass", "skip", "fail"});
+  CHECK_FALSE(has(text, "-1"));
+  // Which build wrote it.
+  REQUIRE(e.samples["epyctune_build_info"].size() == 1);
+  CHECK(e.samples["epyctune_build_info"][0]["version"] == EPYCTUNE_EXPECTED_VERSION);
+  CHECK_FALSE(e.samples["epyctune_build_info"][0]["compiler"].empty());
+  CHECK(e.values["epyctune_build_info"] == std::vector<std::string>{"1"});
+  CHECK(e.values["epyctune_verify_checks"] == std::vector<std::string>{"2", "2", "1"});
   CHECK(e.samples["epyctune_verify_checks"][1]["result"] == "fail");
   // The checker itself rejects what the collector rejects.
   CHECK(!parse_exposition("# HELP a x\n# TYPE a gauge\na 1\n# HELP a x\n").error.empty());
@@ -191,6 +211,21 @@ TEST_CASE("cli: verify --format prometheus --output writes a valid textfile atom
   CHECK(e.samples["epyctune_verify_check"].size() > 50);
   CHECK(e.samples["epyctune_verify_timestamp_seconds"].size() == 1);
   CHECK(std::stoll(e.values["epyctune_verify_timestamp_seconds"][0]) > 1600000000);
+  // Every check is named by its knob's identity (kind:location), one series
+  // each, with a result word and the value 1.
+  {
+    std::set<std::string> ids;
+    for (const auto& labels : e.samples["epyctune_verify_check"]) {
+      const std::string& id = labels.at("check");
+      CHECK_MESSAGE(id.find(':') != std::string::npos, id);
+      CHECK_MESSAGE(id.find(' ') == std::string::npos, id);
+      ids.insert(labels.at("step") + " " + id);
+      const std::string& result = labels.at("result");
+      CHECK((result == "pass" || result == "fail" || result == "skip"));
+    }
+    CHECK(ids.size() == e.samples["epyctune_verify_check"].size());
+    for (const auto& v : e.values["epyctune_verify_check"]) CHECK(v == "1");
+  }
   CHECK((fs::status(prom).permissions() & fs::perms::all) ==
         (fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
          fs::perms::others_read));
