@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
@@ -53,7 +54,8 @@ void drain_fd(int fd) {
 
 }  // namespace
 
-Daemon::Daemon(DaemonOptions o) : o_(std::move(o)) {}
+Daemon::Daemon(DaemonOptions o)
+    : o_(std::move(o)), metrics_wake_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
 
 Daemon::~Daemon() = default;
 
@@ -130,6 +132,10 @@ void Daemon::start_instances_locked() {
     so.resctrl_root = resolve("/sys/fs/resctrl");
     so.launch_config_file = resolve(ip.launch_config);
     so.engine_cfg = cur_->cfg.engine;
+    so.on_state_change = [fd = metrics_wake_.get()] {
+      const uint64_t one = 1;
+      [[maybe_unused]] auto n = ::write(fd, &one, sizeof one);
+    };
     write_atomic(so.launch_config_file, launch_config_text(ip), 0644);
     instances_.push_back(std::make_unique<Instance>(ip, so));
     instances_.back()->start();
@@ -269,11 +275,12 @@ void Daemon::event_loop(int sfd, int interval, int debounce) {
         uevents.reset();
       }
     }
-    pollfd fds[4] = {{sfd, POLLIN, 0},
+    pollfd fds[5] = {{sfd, POLLIN, 0},
                      {interval, POLLIN, 0},
                      {debounce, POLLIN, 0},
-                     {uevents ? uevents->fd() : -1, POLLIN, 0}};
-    if (::poll(fds, 4, 500) <= 0) continue;
+                     {uevents ? uevents->fd() : -1, POLLIN, 0},
+                     {metrics_wake_.get(), POLLIN, 0}};
+    if (::poll(fds, 5, 500) <= 0) continue;
     if (fds[0].revents & POLLIN) {
       signalfd_siginfo si;
       while (::read(sfd, &si, sizeof si) == sizeof si) {
@@ -305,6 +312,11 @@ void Daemon::event_loop(int sfd, int interval, int debounce) {
     if (fds[2].revents & POLLIN) {
       drain_fd(debounce);
       check_drift(Trigger::uevent);
+    }
+    if (fds[4].revents & POLLIN) {
+      drain_fd(metrics_wake_.get());
+      std::lock_guard lk(mu_);
+      write_metrics_locked();
     }
   }
 }

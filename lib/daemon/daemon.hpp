@@ -21,6 +21,7 @@
 #include "daemon/drift.hpp"
 #include "daemon/metrics.hpp"
 #include "daemon/supervisor.hpp"
+#include "host/sysroot.hpp"
 #include "stack/session.hpp"
 
 namespace epyctune::daemon {
@@ -83,6 +84,11 @@ class Daemon {
   std::string resolve(const std::string& host_path) const;
 
   DaemonOptions o_;
+  // An instance came up or went down: the event loop rewrites the metrics
+  // textfile. An eventfd, because the instance's thread must not take mu_
+  // (engine.stop holds it while it joins that thread). Declared before the
+  // instances, so it outlives them.
+  host::UniqueFd metrics_wake_;
   std::recursive_mutex mu_;
   std::unique_ptr<Loaded> cur_;
   std::vector<std::unique_ptr<Instance>> instances_;

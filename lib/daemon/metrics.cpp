@@ -7,6 +7,9 @@ namespace epyctune::daemon {
 std::string render_metrics(const stack::Checklist* last, size_t drifted_now,
                            const DaemonCounters& c, const std::vector<InstanceMetrics>& inst) {
   common::PromWriter w;
+  // Before the first verify there is no checklist, and so no
+  // epyctune_build_info: the daemon's own says which build runs.
+  w.build_info("epyctuned_build_info", "The epyctuned build that wrote these metrics (always 1)");
   if (last) w.append(stack::render_checklist(*last, stack::ChecklistFormat::Prometheus));
   auto counter = [&](const char* name, const char* help, uint64_t v) {
     w.single(name, "counter", help, double(v));
@@ -22,13 +25,16 @@ std::string render_metrics(const stack::Checklist* last, size_t drifted_now,
           c.reload_failures);
   w.single("epyctuned_drifted_knobs", "gauge", "Knobs that differed at the last verify",
            double(drifted_now));
+  // engine_instance, not instance: Prometheus sets `instance` to the scrape
+  // target (the host's node_exporter) and would rename ours exported_instance.
   if (!inst.empty()) {
     w.family("epyctuned_instance_up", "gauge", "1 when the engine instance serves");
     for (const auto& i : inst)
-      w.sample("epyctuned_instance_up", i.up ? 1 : 0, {{"instance", i.name}});
+      w.sample("epyctuned_instance_up", i.up ? 1 : 0, {{"engine_instance", i.name}});
     w.family("epyctuned_instance_restarts_total", "counter", "Restarts of the engine instance");
     for (const auto& i : inst)
-      w.sample("epyctuned_instance_restarts_total", double(i.restarts), {{"instance", i.name}});
+      w.sample("epyctuned_instance_restarts_total", double(i.restarts),
+               {{"engine_instance", i.name}});
   }
   return w.take();
 }

@@ -1,6 +1,7 @@
 // The node_exporter textfile the daemon writes after each verify: the same
 // checklist metrics as `epyctune verify --format prometheus`, then the
-// daemon's own (drift events, repairs, instance restarts, instance up).
+// daemon's own (build, drift events, repairs, instance restarts, instance up).
+// Written after each verify and whenever an instance comes up or goes down.
 #pragma once
 
 #include <cstdint>

@@ -285,6 +285,7 @@ bool Instance::run_once() {
         last_error_.clear();
         spdlog::info("instance {}: serving on {}", name, url_);
       }
+      if (ready) report_state_change();
     }
     if (!ready && steady_clock::now() > deadline) {
       spdlog::error("instance {}: not ready within {} s: stopping it", name,
@@ -325,17 +326,30 @@ void Instance::supervise() {
       state_ = "failed";
       spdlog::error("instance {}: {} crashes in a row: left failed (engine.start restarts it)",
                     plan_.cfg.name, crashes_in_row_);
+      lk.unlock();
+      report_state_change();
       return;
     }
     if (crashes_in_row_ == 1) delay = milliseconds(opts_.engine_cfg.restart_backoff_ms);
     state_ = "backoff";
     spdlog::info("instance {}: restarting in {} ms", plan_.cfg.name, delay.count());
+    lk.unlock();
+    report_state_change();
+    lk.lock();
+    // The predicate sees a stop() made while the lock was released.
     if (cv_.wait_for(lk, delay, [this] { return stop_; })) break;
     ++restarts_;
     delay = std::min(delay * 2, milliseconds(opts_.engine_cfg.restart_backoff_max_ms));
   }
-  std::lock_guard lk(mu_);
-  state_ = "stopped";
+  {
+    std::lock_guard lk(mu_);
+    state_ = "stopped";
+  }
+  report_state_change();
+}
+
+void Instance::report_state_change() const {
+  if (opts_.on_state_change) opts_.on_state_change();
 }
 
 nlohmann::json Instance::status() const {

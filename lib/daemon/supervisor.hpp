@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -26,6 +27,11 @@ struct SupervisorOptions {
   std::string resctrl_root;        // where the plan's resctrl groups live (beneath the sysroot)
   std::string launch_config_file;  // the instance's launch config, on this machine
   EngineProcessConfig engine_cfg;
+  // Called (from the supervising thread, with no lock held) when the
+  // instance comes up, goes down or changes state otherwise: the daemon
+  // rewrites its metrics textfile then, not at the next verify. It must not
+  // block on anything that waits for this instance (stop() joins the thread).
+  std::function<void()> on_state_change;
 };
 
 // The argv that starts one instance (argv[0] = the engine binary).
@@ -67,6 +73,7 @@ class Instance {
   void terminate(pid_t pid);
   bool wait_exit(pid_t pid, std::chrono::milliseconds timeout, int& status);
   void set_state(const std::string& s);
+  void report_state_change() const;  // on_state_change, if any; mu_ not held
 
   InstancePlan plan_;
   SupervisorOptions opts_;

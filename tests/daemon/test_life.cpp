@@ -151,7 +151,7 @@ TEST_CASE("the daemon's whole life on a fixture") {
   CHECK(prom.find("epyctune_verify_ok{profile=\"epyc-9754\"} ") != std::string::npos);
   CHECK(prom.find("\nepyctuned_drift_events_total ") != std::string::npos);
   CHECK(prom.find("epyctuned_drift_events_total 0\n") == std::string::npos);
-  CHECK(prom.find("epyctuned_instance_up{instance=\"main\"} 1") != std::string::npos);
+  CHECK(prom.find("epyctuned_instance_up{engine_instance=\"main\"} 1") != std::string::npos);
   // The repair is journaled: revert below restores the original governor.
 
   // (5) SIGHUP: a good config takes effect (interval 2 -> 3, queue 4 -> 8

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "common/version.hpp"
 #include "daemon/health.hpp"
 #include "daemon/metrics.hpp"
 #include "daemon/uevents.hpp"
@@ -47,7 +48,7 @@ TEST_CASE("metrics: the checklist's then the daemon's") {
   epyctune::stack::Checklist c;
   c.profile = std::string(1, 'p');  // not = "p": GCC 12 -O2 + ASan warns -Wrestrict on that assign
   c.lines.push_back(
-      {"numa", "thp", "/sys/x", "never", "always", epyctune::stack::CheckResult::Fail, ""});
+      {"numa", "thp", "/sys/x", "never", "always", epyctune::stack::CheckResult::Fail, "", ""});
   c.failed = 1;
   DaemonCounters k;
   k.drift_events = 2;
@@ -58,6 +59,22 @@ TEST_CASE("metrics: the checklist's then the daemon's") {
   CHECK(text.find("\nepyctuned_drift_events_total 2\n") != std::string::npos);
   CHECK(text.find("\nepyctuned_repairs_total 3\n") != std::string::npos);
   CHECK(text.find("\nepyctuned_drifted_knobs 1\n") != std::string::npos);
-  CHECK(text.find("epyctuned_instance_up{instance=\"a\\\"b\"} 1") != std::string::npos);
-  CHECK(text.find("epyctuned_instance_restarts_total{instance=\"a\\\"b\"} 4") != std::string::npos);
+  // engine_instance, never instance: Prometheus owns that label (the scrape
+  // target) and renames a clashing one to exported_instance.
+  CHECK(text.find("epyctuned_instance_up{engine_instance=\"a\\\"b\"} 1") != std::string::npos);
+  CHECK(text.find("epyctuned_instance_restarts_total{engine_instance=\"a\\\"b\"} 4") !=
+        std::string::npos);
+  CHECK(text.find("{instance=") == std::string::npos);
+  CHECK(text.find(",instance=") == std::string::npos);
+  // Which build wrote it: the daemon's, and the checklist's.
+  const std::string version(epyctune::kVersion);
+  CHECK(text.find("epyctuned_build_info{version=\"" + version + "\",compiler=\"") !=
+        std::string::npos);
+  CHECK(text.find("epyctune_build_info{version=\"" + version + "\",compiler=\"") !=
+        std::string::npos);
+  // Before the first verify: the daemon's build_info and instances, no checklist.
+  auto first = render_metrics(nullptr, 0, {}, {{"main", false, 0}});
+  CHECK(first.find("epyctuned_build_info{") != std::string::npos);
+  CHECK(first.find("epyctuned_instance_up{engine_instance=\"main\"} 0") != std::string::npos);
+  CHECK(first.find("epyctune_verify_") == std::string::npos);
 }
