@@ -81,6 +81,39 @@ need epyctuned.service '^NoNewPrivileges=yes$' "NoNewPrivileges"
 need epyctuned.service '^DeviceAllow=char-cpu/msr rw$' "the MSR devices"
 refuse epyctuned.service '^ProtectKernelTunables=yes' "the knobs live in /proc/sys and /sys"
 refuse epyctuned.service '^PrivateDevices=yes' "it hides /dev/cpu/N/msr"
+# The engine's cost cache: ProtectHome=yes hides ~/.cache, so without a
+# CacheDirectory the instances measured their pass times on every start.
+need epyctuned.service '^CacheDirectory=epyctune$' "a cache directory for the engine"
+
+# Documentation= links what the package installs, by the names it has there:
+# every man: page is one of packaging/man, every file:// path one that
+# `cmake --install` puts under /usr/share/doc/epyctune and dh_compress leaves
+# as it is (*.md, excluded in debian/rules). A README path that dh_compress
+# turned into README.md.gz used to be the only link.
+src=$(cd "$units_dir/.." && pwd)
+for u in epyctune-apply.service epyctuned.service; do
+  need $u '^Documentation=.*man:' "a Documentation=man: link"
+  for link in $(sed -n 's/^Documentation=//p' "$units_dir/$u"); do
+    case $link in
+    man:*\(*\))
+      page=${link#man:}
+      page="${page%(*}.$(sed 's/.*(\(.*\))/\1/' <<<"$link")"
+      [ -f "$src/packaging/man/$page" ] ||
+        { echo "FAIL: $u: Documentation=$link: no packaging/man/$page"; fail=1; }
+      ;;
+    file:///usr/share/doc/epyctune/*.md)
+      rel=${link#file:///usr/share/doc/epyctune/}
+      [ -f "$src/$rel" ] || { echo "FAIL: $u: Documentation=$link: no $rel in the source tree"; fail=1; }
+      grep -q 'dh_compress -X.md' "$src/debian/rules" ||
+        { echo "FAIL: $u: Documentation=$link: debian/rules compresses *.md"; fail=1; }
+      ;;
+    *)
+      echo "FAIL: $u: Documentation=$link: neither man:PAGE(N) nor a .md the package installs"
+      fail=1
+      ;;
+    esac
+  done
+done
 
 [ "$fail" -eq 0 ] && echo "all $count unit(s) verified"
 exit "$fail"
