@@ -1,6 +1,7 @@
 // `epyctune-mkmodel mkmodel`: synthetic llama GGUF models with seeded weights,
 // and with --pair-of a draft for an existing target at a chosen agreement.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
 #include <cstdio>
@@ -206,16 +207,12 @@ void add_mkmodel_command(CLI::App& app, int& exit_code) {
       "mkmodel", "Write a synthetic llama GGUF model, or a draft paired to an existing target");
   cmd->add_option("out", args->out, "Output GGUF path")->required();
   cmd->add_option("--shape", args->shape,
-                  "tiny | 1b | 7b | llama3.1-8b | llama3.2-1b | qwen2.5-7b | qwen2.5-0.5b | "
-                  "qwen3-8b | qwen3-0.6b | qwen3-30b-a3b | deepseek-v2-lite | deepseek-v3 | "
-                  "gpt-oss-20b | gpt-oss-120b, then "
-                  ",key=value overrides "
-                  "(layers=2,vocab=8192,..)")
+                  fmt::format("{}, then ,key=value overrides (layers=2,vocab=8192,..)",
+                              fmt::join(eng::shape_presets(), " | ")))
       ->capture_default_str();
   cmd->add_option("--arch", args->arch,
                   "llama | qwen2 | qwen3 | qwen3moe | deepseek2 | gpt-oss (default: the shape's)");
-  cmd->add_option("--quant", args->quant,
-                  "f32 f16 bf16 q8_0 q4_0 q5_0 q5_1 q4_k q5_k q6_k mxfp4 q4_k_m q5_k_m mxfp4_moe")
+  cmd->add_option("--quant", args->quant, fmt::format("{}", fmt::join(eng::quant_names(), " ")))
       ->capture_default_str();
   cmd->add_option("--seed", args->seed, "Weight seed")->capture_default_str();
   cmd->add_flag("--fast-quant", args->fast_quant,

@@ -1,7 +1,9 @@
 #include "engine/synth/mkmodel.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -45,22 +47,46 @@ int layer_of(std::string_view name) {
   return r.ec == std::errc() ? n : -1;
 }
 
-// llama.cpp's llama_ftype numbers for general.file_type.
+// Every --quant name, with llama.cpp's llama_ftype number for
+// general.file_type: the one list of what tensor_type_for accepts. q4_k and
+// q5_k are all Q4_K / Q5_K (llama.cpp's MOSTLY_Q4_K_S, MOSTLY_Q5_K_S).
+struct QuantName {
+  std::string_view name;
+  uint32_t file_type;
+};
+constexpr QuantName kQuants[] = {
+    {"f32", 0},    {"f16", 1},     {"bf16", 32},   {"q8_0", 7},       {"q4_0", 2},
+    {"q5_0", 8},   {"q5_1", 9},    {"q4_k", 14},   {"q5_k", 16},      {"q6_k", 18},
+    {"mxfp4", 38}, {"q4_k_m", 15}, {"q5_k_m", 17}, {"mxfp4_moe", 38},
+};
+
+// Every shape preset's name: the one list preset() accepts.
+constexpr std::string_view kShapes[] = {
+    "tiny",
+    "1b",
+    "7b",
+    "llama3.1-8b",
+    "llama3.2-1b",
+    "qwen2.5-7b",
+    "qwen2.5-0.5b",
+    "qwen3-8b",
+    "qwen3-0.6b",
+    "qwen3-30b-a3b",
+    "deepseek-v2-lite",
+    "deepseek-v3",
+    "gpt-oss-20b",
+    "gpt-oss-120b",
+};
+
+const QuantName* find_quant(std::string_view quant) {
+  for (const auto& q : kQuants)
+    if (q.name == quant) return &q;
+  return nullptr;
+}
+
 uint32_t file_type_of(std::string_view quant) {
-  if (quant == "f32") return 0;
-  if (quant == "f16") return 1;
-  if (quant == "q4_0") return 2;
-  if (quant == "q8_0") return 7;
-  if (quant == "q4_k") return 14;  // MOSTLY_Q4_K_S: all Q4_K
-  if (quant == "q4_k_m") return 15;
-  if (quant == "q5_0") return 8;
-  if (quant == "q5_1") return 9;
-  if (quant == "q5_k") return 16;  // MOSTLY_Q5_K_S: all Q5_K
-  if (quant == "q5_k_m") return 17;
-  if (quant == "mxfp4" || quant == "mxfp4_moe") return 38;
-  if (quant == "q6_k") return 18;
-  if (quant == "bf16") return 32;
-  return 0;
+  const QuantName* q = find_quant(quant);
+  return q ? q->file_type : 0;
 }
 
 // The released models' config.json values (hidden_size, num_hidden_layers,
@@ -109,6 +135,9 @@ bool real_preset(std::string_view name, ModelShape& s) {
 
 ModelShape preset(std::string_view name) {
   ModelShape s;
+  if (std::find(std::begin(kShapes), std::end(kShapes), name) == std::end(kShapes))
+    throw std::invalid_argument(
+        fmt::format("unknown shape preset '{}' ({})", name, fmt::join(kShapes, ", ")));
   if (name == "tiny") {
     s.name = "tiny";
     s.dim = 64, s.layers = 2, s.heads = 4, s.kv_heads = 2, s.ffn = 192, s.vocab = 512;
@@ -123,11 +152,7 @@ ModelShape preset(std::string_view name) {
     s.dim = 4096, s.layers = 32, s.heads = 32, s.kv_heads = 32, s.ffn = 11008, s.vocab = 32000;
     s.ctx = 4096;
   } else if (!real_preset(name, s) && !deepseek2_preset(name, s)) {
-    throw std::invalid_argument(fmt::format(
-        "unknown shape preset '{}' (tiny, 1b, 7b, llama3.1-8b, llama3.2-1b, qwen2.5-7b, "
-        "qwen2.5-0.5b, qwen3-8b, qwen3-0.6b, qwen3-30b-a3b, deepseek-v2-lite, deepseek-v3, "
-        "gpt-oss-20b, gpt-oss-120b)",
-        name));
+    throw std::logic_error(fmt::format("shape preset '{}' is listed but not defined", name));
   }
   return s;
 }
@@ -249,6 +274,16 @@ void validate_shape(const ModelShape& s) {
   if (s.vocab < 259) bad(fmt::format("vocab {} < 259 (3 specials + 256 byte tokens)", s.vocab));
 }
 
+std::span<const std::string_view> shape_presets() {
+  return kShapes;
+}
+
+std::vector<std::string_view> quant_names() {
+  std::vector<std::string_view> out;
+  for (const auto& q : kQuants) out.push_back(q.name);
+  return out;
+}
+
 ModelShape parse_shape(std::string_view spec) {
   if (spec.find('=') == std::string_view::npos) return preset(spec);
   const auto first = spec.substr(0, spec.find(','));
@@ -330,6 +365,12 @@ GgmlType tensor_type_for(std::string_view quant, std::string_view name, int64_t 
   if (ends_with(name, "_norm.weight") || ends_with(name, ".bias") || name == "rope_freqs.weight" ||
       ends_with(name, "ffn_gate_inp.weight") || ends_with(name, "attn_sinks.weight"))
     return GgmlType::F32;
+  if (!find_quant(quant)) {
+    std::vector<std::string_view> names;
+    for (const auto& q : kQuants) names.push_back(q.name);
+    throw std::invalid_argument(
+        fmt::format("quant '{}': expected one of {}", quant, fmt::join(names, ", ")));
+  }
   GgmlType t;
   if (quant == "mxfp4_moe") {
     t = ends_with(name, "_exps.weight") ? GgmlType::MXFP4 : GgmlType::Q8_0;
@@ -346,11 +387,7 @@ GgmlType tensor_type_for(std::string_view quant, std::string_view name, int64_t 
       t = GgmlType::Q6_K;
   } else {
     auto tt = type_from_name(quant);
-    if (!tt || *tt == GgmlType::Q8_K)
-      throw std::invalid_argument(fmt::format(
-          "quant '{}': expected f32, f16, bf16, q8_0, q4_0, q5_0, q5_1, q4_k, q5_k, q6_k, "
-          "mxfp4, q4_k_m or q5_k_m",
-          quant));
+    if (!tt) throw std::logic_error(fmt::format("quant '{}' is listed but not a type", quant));
     t = *tt;
   }
   if (ne0 % traits(t).block_elems != 0) t = ne0 % 32 == 0 ? GgmlType::Q8_0 : GgmlType::F16;

@@ -85,6 +85,11 @@ std::vector<float> llama3_rope_freqs(const ModelShape& s);
 // unset keys take tiny's values and kv_heads defaults to heads). Throws
 // std::invalid_argument naming the bad key or inconsistency.
 ModelShape parse_shape(std::string_view spec);
+// The names parse_shape takes as a preset, and the quant names WriteOptions
+// takes: the one list each, for help texts, errors and the checks that the
+// bash completion offers them all (tests/packaging).
+std::span<const std::string_view> shape_presets();
+std::vector<std::string_view> quant_names();
 void validate_shape(const ModelShape& s);  // throws std::invalid_argument
 
 struct VocabSource {
