@@ -113,33 +113,24 @@ for page in epyctune epyctune-engine epyctuned; do
   warnings=$(LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings -E UTF-8 -l "$file" 2>&1 >/dev/null)
   [[ -z $warnings ]] || fail "man $page: $warnings"
 done
-# The man pages keep up with the CLI: every command in --help has a section
-# (a nested one, e.g. "profile list", lives in its parent's), and every
-# option of every command is mentioned.
-subcommands() { "$@" --help | sed -n '/^Subcommands:/,/^$/p' | grep -Eo '^  [a-z][a-z0-9-]*' | tr -d ' '; }
-check_page() { # PAGE BINARY
-  local page=$1 bin=$2 text path sub nested opt
-  # The roff source, unescaped: rendered text may hyphenate a long option.
-  text=$(zcat -f "$(man -w "$page")" | sed 's/\\-/-/g')
-  local -a paths=("")
-  for sub in $(subcommands "$bin"); do
-    grep -Eq "^\.SS \"?$sub( |\"|$)" <<<"$text" || fail "man $page has no section for '$sub' (in $bin --help)"
-    paths+=("$sub")
-    for nested in $(subcommands "$bin" "$sub"); do paths+=("$sub $nested"); done
-  done
-  for path in "${paths[@]}"; do
-    for opt in $("$bin" $path --help | grep -Eo '^  -[^ ]+' | tr -d ' ' | tr ',' '\n' | grep -- '^--'); do
-      [[ $opt == --help ]] && continue
-      grep -Eq -- "$opt([^a-z0-9-]|$)" <<<"$text" || fail "man $page does not mention $bin $path $opt"
-    done
-  done
-}
-check_page epyctune /usr/bin/epyctune
-check_page epyctune-engine /usr/bin/epyctune-engine
-check_page epyctuned /usr/sbin/epyctuned
+# The man pages keep up with the CLI (every command in --help has a section,
+# every flag of every command is mentioned), the completion offers every
+# command and every value set --help shows, and every docs/... file a
+# --help names is installed: the same check ctest runs on the build tree
+# (cli_docs), here on the installed files.
+"$root/tests/packaging/check_cli_docs.sh" \
+  --completion /usr/share/bash-completion/completions/epyctune \
+  --docdir /usr/share/doc/epyctune \
+  --program epyctune /usr/bin/epyctune "$(man -w epyctune)" \
+  --program epyctune-engine /usr/bin/epyctune-engine "$(man -w epyctune-engine)" \
+  --program epyctuned /usr/sbin/epyctuned "$(man -w epyctuned)" ||
+  fail "the installed man pages, completion or docs disagree with the binaries"
 
 comp=/usr/share/bash-completion/completions
-[[ -f $comp/epyctune && -e $comp/epyctune-engine ]] || fail "no bash completions in $comp"
+[[ -f $comp/epyctune ]] || fail "no bash completion in $comp"
+# One file: the engine's is a link to it, not a copy.
+[[ -L $comp/epyctune-engine && $(readlink "$comp/epyctune-engine") == epyctune ]] ||
+  fail "$comp/epyctune-engine is not a link to epyctune"
 complete_words() { # the completions bash offers for the words given
   bash -c '
     . /usr/share/bash-completion/bash_completion
@@ -154,6 +145,8 @@ complete_words epyctune plan --profile 97 | grep -qx 9754 || fail "completion: -
 complete_words epyctune verify --format j | grep -qx json || fail "completion: --format j -> json"
 complete_words epyctune-engine gen | grep -qx generate || fail "completion: epyctune-engine gen -> generate"
 complete_words epyctune-engine generate --draft-m | grep -qx -- --draft-max || fail "completion: --draft-m -> --draft-max"
+complete_words epyctune-engine kernel-bench --type q5 | grep -qx q5_k || fail "completion: --type q5 -> q5_k"
+complete_words epyctune fixture create --machine 99 | grep -qx 9965 || fail "completion: --machine 99 -> 9965"
 
 conf=/etc/epyctune/epyctune.toml
 dpkg -L epyctune | grep -qx "$conf" || fail "dpkg -L epyctune does not list $conf"
@@ -163,7 +156,22 @@ for f in /usr/share/epyctune/profiles/epyc-9754.toml /usr/share/doc/epyctune/cop
 done
 
 units=(/lib/systemd/system/epyctuned.service /lib/systemd/system/epyctune-apply.service)
+# verify also resolves each Documentation=man: page (--man=yes).
 systemd-analyze verify "${units[@]}" || fail "systemd-analyze verify ${units[*]}"
+for u in "${units[@]}"; do
+  links=$(sed -n 's/^Documentation=//p' "$u" | tr ' ' '\n')
+  grep -q '^man:' <<<"$links" || fail "$u: no Documentation=man: link"
+  for link in $links; do
+    case $link in
+    man:*) man -w $(sed 's/^man:\(.*\)(\(.*\))$/\2 \1/' <<<"$link") >/dev/null 2>&1 ||
+      fail "$u: Documentation=$link: no such man page installed" ;;
+    file://*) [[ -f ${link#file://} ]] || fail "$u: Documentation=$link: not installed" ;;
+    esac
+  done
+done
+for f in README.md docs/exit-codes.md docs/daemon.md docs/monitoring.md docs/json/stack.md; do
+  [[ -f /usr/share/doc/epyctune/$f ]] || fail "/usr/share/doc/epyctune/$f missing (uncompressed)"
+done
 for u in epyctuned.service epyctune-apply.service; do
   state=$(systemctl is-enabled "$u" 2>/dev/null || true)
   [[ $state == disabled ]] || fail "$u is '$state' after install: it must be left for the admin to enable"
