@@ -25,7 +25,7 @@ uevents = false
 [engine]
 binary = "{}"
 map_cpus = true
-ready_timeout_s = 60
+ready_timeout_s = 120
 
 [[instance]]
 name = "main"
@@ -50,16 +50,16 @@ port = {}
                         auto st = call(h.socket.string(), "engine.status", {{"name", "main"}});
                         return st["instances"][0]["state"] == "running";
                       },
-                      60),
+                      120),
                   d.log());
   // No verify runs again (interval_s = 0): only the instance's coming up
   // can have rewritten the file. It used to say 0 until the next verify.
-  CHECK_MESSAGE(eventually([&] { return text().find(up) != std::string::npos; }, 5),
+  CHECK_MESSAGE(eventually([&] { return text().find(up) != std::string::npos; }, 10),
                 (text() + d.log()));
   CHECK(d.log().find("verify (interval)") == std::string::npos);
 
   call(h.socket.string(), "engine.stop", {{"name", "main"}});
-  CHECK_MESSAGE(eventually([&] { return text().find(down) != std::string::npos; }, 5),
+  CHECK_MESSAGE(eventually([&] { return text().find(down) != std::string::npos; }, 10),
                 (text() + d.log()));
   d.signal(SIGTERM);
   CHECK_MESSAGE(d.wait(30) == 0, d.log());
