@@ -68,9 +68,9 @@ class PipelinedFeed final : public DraftFeed {
   void pause();
   // Runs ahead again from hist (the Drafter may have moved meanwhile).
   void resume(std::span<const int32_t> hist);
-  // How far ahead to run from now on (at most the constructor's): with a
-  // short K chosen, proposals far ahead would only be thrown away, and each
-  // costs memory bandwidth the target's verify shares.
+  // How far ahead to run from now on (at most the constructor's; 0: idle
+  // until a take() asks): with a short K chosen, proposals far ahead would
+  // only be thrown away, and each costs memory bandwidth the target shares.
   void limit_lookahead(int n);
 
  private:

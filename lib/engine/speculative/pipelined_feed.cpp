@@ -163,7 +163,7 @@ void PipelinedFeed::resume(std::span<const int32_t> hist) {
 void PipelinedFeed::limit_lookahead(int n) {
   {
     std::lock_guard<std::mutex> lk(mu_);
-    run_ahead_ = std::clamp(n, 1, lookahead_);
+    run_ahead_ = std::clamp(n, 0, lookahead_);
   }
   cv_.notify_all();
 }

@@ -224,7 +224,8 @@ std::vector<int32_t> Generator::generate(std::span<const int32_t> prompt, int n_
     if (layout.before_round(k, hist)) feed = layout.every_cpu() ? &shared : feed_of(pipe, shared);
     // Adaptive: the drafting thread runs about two rounds of this K ahead,
     // not the longest K's: what lies further would mostly be thrown away.
-    if (pipe && ctl) pipe->limit_lookahead(2 * k + 2);
+    // Plain rounds stop it.
+    if (pipe && ctl) pipe->limit_lookahead(k > 0 ? 2 * k + 2 : 0);
     const double wait0 = feed->wait_seconds();
     std::vector<Proposal> props = feed->take(hist, k);
     if (!props.empty() && static_cast<int>(props.size()) < opt_.draft_min) {
