@@ -117,10 +117,11 @@ Engine::Engine(EngineConfig cfg) : cfg_(std::move(cfg)) {
                              "config's placement");
   const bool planned = launch_ && launch_->has_partition();
   plan_ = planned ? launch_partition(cfg_, *launch_) : own_partition(cfg_);
-  // The engine's own partition, drafting adaptively: the controller may
-  // stop drafting, and the draft's CPUs then go to the target.
-  handback_ = !planned && partitioned() && cfg_.draft_adaptive;
-  decide_mode_ = handback_ && cfg_.spec_mode == speculative::ModeRequest::automatic &&
+  // Drafting adaptively on a partition: the controller may stop drafting,
+  // and the draft's CPUs then go to the target. The engine's own partition
+  // in auto mode: load() settles whether to partition at all.
+  handback_ = partitioned() && cfg_.draft_adaptive;
+  decide_mode_ = handback_ && !planned && cfg_.spec_mode == speculative::ModeRequest::automatic &&
                  !cfg_.draft_cpus && !cfg_.verify_cpus;
 }
 
@@ -143,7 +144,8 @@ void Engine::make_pools() {
     // worker 0 of both of its pools, pinned to the same CPU.
     std::vector<int> every = plan_.verify.cpus;
     every.insert(every.end(), plan_.draft.cpus.begin(), plan_.draft.cpus.end());
-    every_pool_ = std::make_unique<runtime::ThreadPool>(every);
+    every_pool_ =
+        planned ? launch_->make_every_pool() : std::make_unique<runtime::ThreadPool>(every);
   }
 }
 
