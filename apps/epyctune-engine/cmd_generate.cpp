@@ -57,6 +57,7 @@ nlohmann::json stats_json(const eng::speculative::SpecStats& st) {
       {"draft_passes", st.draft_passes},
       {"discarded", st.discarded},
       {"dropped", st.dropped},
+      {"every_cpu_passes", st.every_cpu_passes},
       {"draft_s", st.draft_s},
       {"verify_s", st.verify_s},
       {"wait_s", st.wait_s},
@@ -155,12 +156,13 @@ void print_summary(const eng::serving::Engine& e, const RunResult& r,
   if (e.speculative())
     std::fprintf(stderr,
                  "[spec] mode %s (%s); drafted %lld accepted %lld (%.1f%%), %.2f accepted per "
-                 "target pass, %lld passes, %lld short-draft tokens dropped; draft %.3f s, "
-                 "verify %.3f s, wait %.3f s\n",
+                 "target pass, %lld passes (%lld on every CPU, drafting paused), %lld "
+                 "short-draft tokens dropped; draft %.3f s, verify %.3f s, wait %.3f s\n",
                  eng::speculative::spec_mode_name(e.mode()), e.plan().reason.c_str(),
                  static_cast<long long>(st.drafted), static_cast<long long>(st.accepted),
                  100.0 * st.acceptance_rate(), st.mean_accepted(),
-                 static_cast<long long>(st.target_passes), static_cast<long long>(st.dropped),
+                 static_cast<long long>(st.target_passes),
+                 static_cast<long long>(st.every_cpu_passes), static_cast<long long>(st.dropped),
                  st.draft_s, st.verify_s, st.wait_s);
 }
 

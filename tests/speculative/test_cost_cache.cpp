@@ -137,45 +137,43 @@ TEST_CASE("cost cache: a malformed file is measured again and replaced") {
     ::unsetenv("XDG_CACHE_HOME");
 }
 
-TEST_CASE("auto mode: shared or partitioned from the cached figures") {
-  TempDir d;
-  const char* old = std::getenv("XDG_CACHE_HOME");
-  const std::string saved = old ? old : "";
-  ::setenv("XDG_CACHE_HOME", d.str().c_str(), 1);
-  const auto t = d.path() / "t.gguf", dr = d.path() / "d.gguf";
-  write_file(t, "target");
-  write_file(dr, "draft");
+TEST_CASE("auto mode: shared or partitioned from both layouts' measured costs") {
+  auto model = [](PassTimes target, double draft_s, bool overlap, double handback = 0) {
+    CostModel c;
+    c.target = std::move(target);
+    c.draft_s = draft_s;
+    c.overlap = overlap;
+    c.measured = true;
+    c.handback_plain_s = handback;
+    return c;
+  };
+  const CostModel shared = model({{1, 17}, {1.0, 2.0}}, 0.1, false);
+  // The target on one CPU is much slower: time-sharing both CPUs wins.
+  auto d = choose_mode({shared, model({{1, 17}, {1.6, 3.6}}, 0.2, true, 1.0)}, 16);
+  CHECK_FALSE(d.partitioned);
+  CHECK(d.shared_rate > d.partitioned_rate);
+  CHECK(d.reason.find("measured costs") != std::string::npos);
+  // Bandwidth-bound: one CPU verifies as fast, and drafting overlaps.
+  d = choose_mode({shared, model({{1, 17}, {1.0, 2.0}}, 0.2, true, 1.0)}, 16);
+  CHECK(d.partitioned);
+  // A hopeless draft: both decode plain, and the hand-back makes plain
+  // decoding in a partitioned run as fast as in a shared one.
+  d = choose_mode({shared, model({{1, 17}, {1.6, 3.6}}, 0.2, true, 1.0)}, 16, 0.0);
+  CHECK(d.shared_rate == doctest::Approx(1.0));
+  CHECK(d.partitioned_rate == doctest::Approx(1.0));
+}
+
+TEST_CASE("a partitioned plan run time-shared keeps every CPU on the verify side") {
   epyctune::launch::LaunchPlan part;
   part.has_spec = true;
-  part.draft.cpus = {1};
-  part.verify.cpus = {0};
+  part.draft.cpus = {3};
+  part.draft.l3 = {1};
+  part.verify.cpus = {0, 1, 2};
+  part.verify.l3 = {0};
   part.reason = "auto";
-  const ModeChoiceInput in{part, t.string(), dr.string(), "avx2", 16, 0.7};
-  // Nothing cached: the plan stays, and says how to get figures.
-  auto p = choose_mode(in);
-  CHECK(p.partitioned());
-  CHECK(p.reason.find("no measured figures") != std::string::npos);
-
-  auto put = [&](const std::filesystem::path& m, const std::string& cpus, PassTimes pt) {
-    const auto key = cost_cache_key(m, cpus, "avx2");
-    write_cost_cache(cost_cache_file(cost_cache_dir(), key), key, pt);
-  };
-  put(t, "0-1", {{1, 17}, {1.0, 2.0}});
-  put(dr, "0-1", {{1}, {0.1}});
-  put(dr, "1", {{1}, {0.2}});
-  // The target on one CPU is much slower: time-sharing both CPUs wins.
-  put(t, "0", {{1, 17}, {1.6, 3.6}});
-  p = choose_mode(in);
-  CHECK(!p.partitioned());
-  CHECK(p.draft.cpus.empty());
-  CHECK(p.verify.cpus == std::vector<int>{0, 1});
-  CHECK(p.reason.find("measured costs") != std::string::npos);
-  // Bandwidth-bound: one CPU verifies as fast, and drafting overlaps.
-  put(t, "0", {{1, 17}, {1.0, 2.0}});
-  p = choose_mode(in);
-  CHECK(p.partitioned());
-  if (old)
-    ::setenv("XDG_CACHE_HOME", saved.c_str(), 1);
-  else
-    ::unsetenv("XDG_CACHE_HOME");
+  const auto s = shared_plan(part);
+  CHECK_FALSE(s.partitioned());
+  CHECK(s.draft.cpus.empty());
+  CHECK(s.verify.cpus == std::vector<int>{0, 1, 2, 3});
+  CHECK(s.verify.l3 == std::vector<int>{0, 1});
 }

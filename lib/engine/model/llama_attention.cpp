@@ -15,24 +15,24 @@ void LlamaModel::project_qkv(int il, int B) {
   const auto& c = cfg_;
   const auto& L = s.w.layers[il];
   const int dim = c.dim;
-  detail::prepare_acts(pool_, L.wq.type, s.xn.data(), B, dim, s.acts_a);
+  detail::prepare_acts(*pool_, L.wq.type, s.xn.data(), B, dim, s.acts_a);
   const kernels::Acts* ak = &s.acts_a;
   const kernels::Acts* av = &s.acts_a;
   if (L.wk.type != L.wq.type) {
-    detail::prepare_acts(pool_, L.wk.type, s.xn.data(), B, dim, s.acts_b);
+    detail::prepare_acts(*pool_, L.wk.type, s.xn.data(), B, dim, s.acts_b);
     ak = &s.acts_b;
   }
   if (L.wv.type != L.wq.type) {
     if (L.wv.type == L.wk.type) {
       av = ak;
     } else {
-      detail::prepare_acts(pool_, L.wv.type, s.xn.data(), B, dim, s.acts_c);
+      detail::prepare_acts(*pool_, L.wv.type, s.xn.data(), B, dim, s.acts_c);
       av = &s.acts_c;
     }
   }
-  detail::run_matmuls(pool_, {{&L.wq, &s.acts_a, s.q.data(), c.q_dim()},
-                              {&L.wk, ak, s.k.data(), c.kv_dim()},
-                              {&L.wv, av, s.v.data(), c.kv_dim()}});
+  detail::run_matmuls(*pool_, {{&L.wq, &s.acts_a, s.q.data(), c.q_dim()},
+                               {&L.wk, ak, s.k.data(), c.kv_dim()},
+                               {&L.wv, av, s.v.data(), c.kv_dim()}});
 }
 
 // One token's q, k, v rows after the projections: biases (qwen2), per-head
@@ -77,8 +77,8 @@ void LlamaModel::attention_block(int il, int B) {
     kv->store(il, p, k, v);
   }
   attend_cached(il, B);
-  detail::prepare_acts(pool_, L.wo.type, s.att.data(), B, qd, s.acts_a);
-  detail::run_matmuls(pool_, {{&L.wo, &s.acts_a, s.ffn_out.data(), dim}});
+  detail::prepare_acts(*pool_, L.wo.type, s.att.data(), B, qd, s.acts_a);
+  detail::run_matmuls(*pool_, {{&L.wo, &s.acts_a, s.ffn_out.data(), dim}});
   // Element-wise ops run per token row so each row takes the same code path
   // (vector body vs tail) whatever the batch size.
   if (!L.bo.empty())
@@ -119,11 +119,11 @@ void LlamaModel::attend_cached(int il, int B) {
   // every token of the run and the `group` query heads that share them (per
   // token, an 8-token verify would convert them 8 times). Runs are whole
   // sequences unless that leaves fewer than ~4 items per thread.
-  const int run = std::clamp(B * c.n_kv_heads / (4 * pool_.size()), 1, B);
+  const int run = std::clamp(B * c.n_kv_heads / (4 * pool_->size()), 1, B);
   std::vector<Impl::Segment> runs;
   for (const auto& seg : s.segs)
     for (int t0 = seg.t0; t0 < seg.t1; t0 += run) runs.push_back({t0, std::min(seg.t1, t0 + run)});
-  pool_.parallel_for(int64_t(runs.size()) * c.n_kv_heads, 1, [&](int64_t b, int64_t e, int tid) {
+  pool_->parallel_for(int64_t(runs.size()) * c.n_kv_heads, 1, [&](int64_t b, int64_t e, int tid) {
     auto& ts = s.scratch[tid];
     for (int64_t item = b; item < e; ++item) {
       const int g = static_cast<int>(item % c.n_kv_heads);

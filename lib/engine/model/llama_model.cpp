@@ -65,7 +65,7 @@ void prefault_weights(LlamaWeights& w, runtime::ThreadPool& pool,
 
 }  // namespace
 
-LlamaModel::LlamaModel(runtime::ThreadPool& pool) : pool_(pool), impl_(std::make_unique<Impl>()) {}
+LlamaModel::LlamaModel(runtime::ThreadPool& pool) : pool_(&pool), impl_(std::make_unique<Impl>()) {}
 LlamaModel::~LlamaModel() = default;
 
 std::unique_ptr<LlamaModel> LlamaModel::load(const std::filesystem::path& path,
@@ -123,6 +123,12 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::filesystem::path& path,
   m->impl_->scratch.resize(pool.size());
   m->load_.total_s = common::seconds_since(t0);
   return m;
+}
+
+void LlamaModel::set_pool(runtime::ThreadPool& pool) {
+  pool_ = &pool;
+  if (impl_->scratch.size() < static_cast<size_t>(pool.size()))
+    impl_->scratch.resize(static_cast<size_t>(pool.size()));
 }
 
 // The --experts-per-token override, checked against the file's experts.
@@ -396,8 +402,8 @@ void LlamaModel::output_rows(const std::vector<int>& rows, float* logits) {
   for (int i = 0; i < nout; ++i)
     kernels::rmsnorm(&s.xn[size_t(i) * dim], &s.x[size_t(rows[size_t(i)]) * dim],
                      s.w.output_norm.data(), dim, c.norm_eps);
-  detail::prepare_acts(pool_, s.w.output.type, s.xn.data(), nout, dim, s.acts_a);
-  detail::run_matmuls(pool_, {{&s.w.output, &s.acts_a, logits, c.n_vocab}});
+  detail::prepare_acts(*pool_, s.w.output.type, s.xn.data(), nout, dim, s.acts_a);
+  detail::run_matmuls(*pool_, {{&s.w.output, &s.acts_a, logits, c.n_vocab}});
 }
 
 }  // namespace epyctune::engine

@@ -140,7 +140,12 @@ class LlamaModel : public CausalLM {
 
   const LlamaConfig& config() const { return cfg_; }
   const gguf::File& file() const { return *file_; }  // for Tokenizer::from_gguf
-  runtime::ThreadPool& pool() const { return pool_; }
+  runtime::ThreadPool& pool() const { return *pool_; }
+  // Runs the next passes on another pool (of any size; it must outlive the
+  // model or be replaced first). Weights and caches stay where they are: a
+  // partitioned run hands the draft's CPUs to the target while drafting pauses.
+  // Not while a pass runs.
+  void set_pool(runtime::ThreadPool& pool);
   const LoadReport& load_report() const { return load_; }
   // The main weight type (that of blk.0.ffn_down.weight... the most bytes).
   GgmlType weight_type() const;
@@ -187,7 +192,7 @@ class LlamaModel : public CausalLM {
   // The output head of the listed activation rows, into consecutive logits rows.
   void output_rows(const std::vector<int>& rows, float* logits);
 
-  runtime::ThreadPool& pool_;
+  runtime::ThreadPool* pool_;
   std::unique_ptr<gguf::File> file_;
   LlamaConfig cfg_;
   int n_ctx_ = 0;

@@ -90,20 +90,20 @@ void LlamaModel::mla_attention_block(int il, int B) {
     s.mla_qa.resize(size_t(B) * ql);
     q_out = s.mla_qa.data();
   }
-  detail::prepare_acts(pool_, q_in.type, s.xn.data(), B, dim, s.acts_a);
+  detail::prepare_acts(*pool_, q_in.type, s.xn.data(), B, dim, s.acts_a);
   const kernels::Acts* akv = &s.acts_a;
   if (m.wkv_a.type != q_in.type) {
-    detail::prepare_acts(pool_, m.wkv_a.type, s.xn.data(), B, dim, s.acts_b);
+    detail::prepare_acts(*pool_, m.wkv_a.type, s.xn.data(), B, dim, s.acts_b);
     akv = &s.acts_b;
   }
-  detail::run_matmuls(pool_, {{&q_in, &s.acts_a, q_out, ql > 0 ? ql : H * qk},
-                              {&m.wkv_a, akv, s.mla_kva.data(), kva_w}});
+  detail::run_matmuls(*pool_, {{&q_in, &s.acts_a, q_out, ql > 0 ? ql : H * qk},
+                               {&m.wkv_a, akv, s.mla_kva.data(), kva_w}});
   if (ql > 0) {
     for (int t = 0; t < B; ++t)
       kernels::rmsnorm(&s.mla_qa[size_t(t) * ql], &s.mla_qa[size_t(t) * ql], m.q_a_norm.data(), ql,
                        c.norm_eps);
-    detail::prepare_acts(pool_, m.wq_b.type, s.mla_qa.data(), B, ql, s.acts_a);
-    detail::run_matmuls(pool_, {{&m.wq_b, &s.acts_a, s.q.data(), H * qk}});
+    detail::prepare_acts(*pool_, m.wq_b.type, s.mla_qa.data(), B, ql, s.acts_a);
+    detail::run_matmuls(*pool_, {{&m.wq_b, &s.acts_a, s.q.data(), H * qk}});
   }
   for (int t = 0; t < B; ++t) {
     float* kva = &s.mla_kva[size_t(t) * kva_w];
@@ -116,8 +116,8 @@ void LlamaModel::mla_attention_block(int il, int B) {
   mla_expand_kv(il, B);
   mla_attend(il, B);
   const int vd = H * c.mla.v_head_dim;
-  detail::prepare_acts(pool_, L.wo.type, s.att.data(), B, vd, s.acts_a);
-  detail::run_matmuls(pool_, {{&L.wo, &s.acts_a, s.ffn_out.data(), dim}});
+  detail::prepare_acts(*pool_, L.wo.type, s.att.data(), B, vd, s.acts_a);
+  detail::run_matmuls(*pool_, {{&L.wo, &s.acts_a, s.ffn_out.data(), dim}});
   for (int t = 0; t < B; ++t) kernels::add(&s.x[size_t(t) * dim], &s.ffn_out[size_t(t) * dim], dim);
 }
 
@@ -133,18 +133,18 @@ void LlamaModel::mla_expand_kv(int il, int B) {
   if (split) {
     s.mla_kn.resize(size_t(B) * H * nope);
     s.mla_v.resize(size_t(B) * H * vh);
-    detail::prepare_acts(pool_, m.wk_b_t.type, s.mla_lat.data(), B, r, s.acts_a);
+    detail::prepare_acts(*pool_, m.wk_b_t.type, s.mla_lat.data(), B, r, s.acts_a);
     const kernels::Acts* av = &s.acts_a;
     if (m.wv_b.type != m.wk_b_t.type) {
-      detail::prepare_acts(pool_, m.wv_b.type, s.mla_lat.data(), B, r, s.acts_b);
+      detail::prepare_acts(*pool_, m.wv_b.type, s.mla_lat.data(), B, r, s.acts_b);
       av = &s.acts_b;
     }
-    detail::run_matmuls(pool_, {{&m.wk_b_t, &s.acts_a, s.mla_kn.data(), H * nope},
-                                {&m.wv_b, av, s.mla_v.data(), H * vh}});
+    detail::run_matmuls(*pool_, {{&m.wk_b_t, &s.acts_a, s.mla_kn.data(), H * nope},
+                                 {&m.wv_b, av, s.mla_v.data(), H * vh}});
   } else {
     s.mla_kvx.resize(size_t(B) * H * (nope + vh));
-    detail::prepare_acts(pool_, m.wkv_b.type, s.mla_lat.data(), B, r, s.acts_a);
-    detail::run_matmuls(pool_, {{&m.wkv_b, &s.acts_a, s.mla_kvx.data(), H * (nope + vh)}});
+    detail::prepare_acts(*pool_, m.wkv_b.type, s.mla_lat.data(), B, r, s.acts_a);
+    detail::run_matmuls(*pool_, {{&m.wkv_b, &s.acts_a, s.mla_kvx.data(), H * (nope + vh)}});
   }
   for (int t = 0; t < B; ++t) {
     float* k = &s.k[size_t(t) * H * qk];
@@ -174,7 +174,7 @@ void LlamaModel::mla_attend(int il, [[maybe_unused]] int B) {
   const float scale = kq_scale(c);
   // One work item per (sequence, head).
   const int n_seg = static_cast<int>(s.segs.size());
-  pool_.parallel_for(int64_t(n_seg) * H, 1, [&](int64_t b, int64_t e, int tid) {
+  pool_->parallel_for(int64_t(n_seg) * H, 1, [&](int64_t b, int64_t e, int tid) {
     auto& ts = s.scratch[tid];
     for (int64_t item = b; item < e; ++item) {
       const int h = static_cast<int>(item % H);
@@ -209,20 +209,20 @@ void LlamaModel::shared_experts(int il, int B) {
   const int dim = c.dim, F = static_cast<int>(w.gate_shexp.rows);
   s.sh_gate.resize(size_t(B) * F);
   s.sh_up.resize(size_t(B) * F);
-  detail::prepare_acts(pool_, w.gate_shexp.type, s.xn.data(), B, dim, s.acts_a);
+  detail::prepare_acts(*pool_, w.gate_shexp.type, s.xn.data(), B, dim, s.acts_a);
   const kernels::Acts* au = &s.acts_a;
   if (w.up_shexp.type != w.gate_shexp.type) {
-    detail::prepare_acts(pool_, w.up_shexp.type, s.xn.data(), B, dim, s.acts_b);
+    detail::prepare_acts(*pool_, w.up_shexp.type, s.xn.data(), B, dim, s.acts_b);
     au = &s.acts_b;
   }
-  detail::run_matmuls(pool_, {{&w.gate_shexp, &s.acts_a, s.sh_gate.data(), F},
-                              {&w.up_shexp, au, s.sh_up.data(), F}});
+  detail::run_matmuls(*pool_, {{&w.gate_shexp, &s.acts_a, s.sh_gate.data(), F},
+                               {&w.up_shexp, au, s.sh_up.data(), F}});
   for (int t = 0; t < B; ++t)
     kernels::silu_mul(&s.sh_gate[size_t(t) * F], &s.sh_up[size_t(t) * F], F);
-  detail::prepare_acts(pool_, w.down_shexp.type, s.sh_gate.data(), B, F, s.acts_a);
+  detail::prepare_acts(*pool_, w.down_shexp.type, s.sh_gate.data(), B, F, s.acts_a);
   // The down projection into xn (free once the experts have read it), then
   // one add per token row.
-  detail::run_matmuls(pool_, {{&w.down_shexp, &s.acts_a, s.xn.data(), dim}});
+  detail::run_matmuls(*pool_, {{&w.down_shexp, &s.acts_a, s.xn.data(), dim}});
   for (int t = 0; t < B; ++t)
     kernels::add(&s.ffn_out[size_t(t) * dim], &s.xn[size_t(t) * dim], dim);
 }

@@ -111,6 +111,18 @@ std::unique_ptr<runtime::ThreadPool> LaunchSetup::make_pool(launch::Role side) {
   return std::make_unique<runtime::ThreadPool>(placed_.side(side).cpus, true, worker_hook(side));
 }
 
+std::unique_ptr<runtime::ThreadPool> LaunchSetup::make_every_pool() {
+  const auto& v = placed_.verify.cpus;
+  const auto& d = placed_.draft.cpus;
+  std::vector<int> cpus = v;
+  cpus.insert(cpus.end(), d.begin(), d.end());
+  auto on_verify = worker_hook(launch::Role::verify), on_draft = worker_hook(launch::Role::draft);
+  auto hook = [on_verify, on_draft, d](int tid, int cpu) {
+    (std::find(d.begin(), d.end(), cpu) != d.end() ? on_draft : on_verify)(tid, cpu);
+  };
+  return std::make_unique<runtime::ThreadPool>(std::move(cpus), true, hook);
+}
+
 runtime::ThreadPool::WorkerStartHook LaunchSetup::worker_hook(launch::Role side) {
   auto log = log_;
   const std::string group = group_of(side);

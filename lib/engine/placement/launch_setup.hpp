@@ -50,6 +50,10 @@ class LaunchSetup {
 
   // A pool pinned to the side's CPUs whose workers join the side's group.
   std::unique_ptr<runtime::ThreadPool> make_pool(launch::Role side);
+  // A pool over both sides' CPUs (the verify side's first), each worker in
+  // the group of the side its CPU belongs to: where a partitioned run's
+  // target decodes while drafting pauses.
+  std::unique_ptr<runtime::ThreadPool> make_every_pool();
   // Hook for a pool's workers: join the side's group, read back the thread.
   runtime::ThreadPool::WorkerStartHook worker_hook(launch::Role side);
   // Worker 0 of a pool is the thread that drives it: pin it (a no-op region)

@@ -38,7 +38,8 @@ void check_allowed(const std::optional<std::vector<int>>& cpus, const char* fiel
 }
 
 // No launch config: the engine's own partition, from this machine's L3
-// domains and, in auto mode, the measured costs of both modes.
+// domains; in auto mode, load() settles shared or partitioned from the
+// measured costs of both.
 launch::LaunchPlan own_partition(const EngineConfig& c) {
   for (auto [v, f] :
        {std::pair{&c.cpus, "cpus"}, {&c.draft_cpus, "draft_cpus"}, {&c.verify_cpus, "verify_cpus"}})
@@ -55,12 +56,7 @@ launch::LaunchPlan own_partition(const EngineConfig& c) {
     in.draft_share =
         speculative::draft_share(file_bytes(c.model), file_bytes(c.draft),
                                  c.draft_adaptive ? std::min(kSplitK, c.draft_max) : c.draft_max);
-  auto plan = speculative::pick_partition(in);
-  if (in.request != speculative::ModeRequest::automatic || in.draft_cpus || in.verify_cpus ||
-      !c.draft_adaptive || !c.cost_cache)
-    return plan;
-  return speculative::choose_mode(
-      {plan, c.model, c.draft, kernels::isa_name(kernels::active_isa()), c.draft_max});
+  return speculative::pick_partition(in);
 }
 
 // A launch config's partition, as placed on this machine, replaces the
@@ -119,8 +115,14 @@ Engine::Engine(EngineConfig cfg) : cfg_(std::move(cfg)) {
     throw common::FieldError("mmap",
                              "keeps the weights where the file is: it cannot follow the launch "
                              "config's placement");
-  plan_ =
-      launch_ && launch_->has_partition() ? launch_partition(cfg_, *launch_) : own_partition(cfg_);
+  const bool planned = launch_ && launch_->has_partition();
+  plan_ = planned ? launch_partition(cfg_, *launch_) : own_partition(cfg_);
+  // Drafting adaptively on a partition: the controller may stop drafting,
+  // and the draft's CPUs then go to the target. The engine's own partition
+  // in auto mode: load() settles whether to partition at all.
+  handback_ = partitioned() && cfg_.draft_adaptive;
+  decide_mode_ = handback_ && !planned && cfg_.spec_mode == speculative::ModeRequest::automatic &&
+                 !cfg_.draft_cpus && !cfg_.verify_cpus;
 }
 
 Engine::~Engine() = default;
@@ -137,6 +139,19 @@ void Engine::make_pools() {
   };
   verify_pool_ = pool(launch::Role::verify);
   if (partitioned()) draft_pool_ = pool(launch::Role::draft);
+  if (handback_) {
+    // The verify side's CPUs first: the thread that drives the target is
+    // worker 0 of both of its pools, pinned to the same CPU.
+    std::vector<int> every = plan_.verify.cpus;
+    every.insert(every.end(), plan_.draft.cpus.begin(), plan_.draft.cpus.end());
+    every_pool_ =
+        planned ? launch_->make_every_pool() : std::make_unique<runtime::ThreadPool>(every);
+  }
+}
+
+void Engine::set_layout(bool every_cpu) {
+  target_->set_pool(every_cpu ? *every_pool_ : *verify_pool_);
+  if (draft_) draft_->set_pool(every_cpu ? *every_pool_ : *draft_pool_);
 }
 
 void Engine::load(const LoadProgress& progress) {
@@ -184,28 +199,56 @@ void Engine::load(const LoadProgress& progress) {
 }
 
 // The adaptive controller's seed: the target's pass time per batch size and
-// the draft's single-token pass, cached per model file, CPUs and ISA.
+// the draft's single-token pass, cached per model file, CPUs and ISA. With a
+// hand-back, also the plain pass on every CPU; in auto mode, both layouts
+// whole, to settle the mode.
 void Engine::measure_costs() {
   const std::string isa = kernels::isa_name(kernels::active_isa());
-  auto key = [&](const std::string& path, const runtime::ThreadPool& pool) {
-    return speculative::cost_cache_key(path, common::format_cpulist(pool.cpus()), isa);
-  };
+  const int k1 = cfg_.draft_max + 1;
   std::string note;
-  cost_.target = speculative::cached_pass_times(*target_, key(cfg_.model, *verify_pool_),
-                                                cfg_.draft_max + 1, cfg_.cost_cache, &note);
-  cost_note_ = "target: " + note;
-  cost_.draft_s = 0.0;  // lookup costs next to nothing
-  if (draft_) {
-    const auto& pool = partitioned() ? *draft_pool_ : *verify_pool_;
-    const bool parallel = pard_ != nullptr;
-    const int n = speculative::CostModel::draft_tokens_to_time(parallel, cfg_.draft_max);
-    cost_.set_draft_times(
-        speculative::cached_pass_times(*draft_, key(cfg_.draft, pool), n, cfg_.cost_cache, &note),
-        parallel);
-    cost_note_ += "; draft: " + note;
-  }
+  auto layout = [&](runtime::ThreadPool& tpool, runtime::ThreadPool& dpool, int target_tokens,
+                    bool with_draft, const char* what) {
+    speculative::CostModel c;
+    auto key = [&](const std::string& path, const runtime::ThreadPool& p) {
+      return speculative::cost_cache_key(path, common::format_cpulist(p.cpus()), isa);
+    };
+    c.target = speculative::cached_pass_times(*target_, key(cfg_.model, tpool), target_tokens,
+                                              cfg_.cost_cache, &note);
+    cost_note_ += (cost_note_.empty() ? "" : "; ") + std::string(what) + "target: " + note;
+    if (draft_ && with_draft) {
+      const bool parallel = pard_ != nullptr;
+      const int n = speculative::CostModel::draft_tokens_to_time(parallel, cfg_.draft_max);
+      c.set_draft_times(speculative::cached_pass_times(*draft_, key(cfg_.draft, dpool), n,
+                                                       cfg_.cost_cache, &note),
+                        parallel);
+      cost_note_ += "; " + std::string(what) + "draft: " + note;
+    }
+    c.measured = true;
+    return c;
+  };
+  cost_note_.clear();
+  cost_ = layout(*verify_pool_, partitioned() ? *draft_pool_ : *verify_pool_, k1, true, "");
   cost_.overlap = partitioned();
-  cost_.measured = true;
+  if (!handback_) return;
+  set_layout(true);
+  const auto every =
+      layout(*every_pool_, *every_pool_, decide_mode_ ? k1 : 1, decide_mode_, "every CPU, ");
+  set_layout(false);
+  cost_.handback_plain_s = every.target.at(1);
+  if (!decide_mode_) return;
+  const auto d = speculative::choose_mode({every, cost_}, cfg_.draft_max);
+  if (d.partitioned) {
+    plan_.reason += "; " + d.reason;
+    return;
+  }
+  // Time-sharing wins here: both models onto every CPU for good.
+  set_layout(true);
+  plan_ = speculative::shared_plan(plan_);
+  plan_.reason = d.reason;
+  verify_pool_ = std::move(every_pool_);
+  draft_pool_.reset();
+  handback_ = false;
+  cost_ = every;
 }
 
 CausalLM* Engine::drafting_model() const {
@@ -256,6 +299,7 @@ Completion Engine::generate(std::span<const int32_t> prompt, int n_predict,
   if (!ignore_eog) so.is_stop = [this](int32_t t) { return tok_->is_eog(t); };
   if (launch_ && launch_->has_partition() && partitioned())
     so.draft_thread_init = [this] { draft_thread_init(); };
+  if (handback_ && so.adaptive) so.set_layout = [this](bool every) { set_layout(every); };
   speculative::Generator gen(*target_, drafting_model(), sampler, so);
 
   Completion c;

@@ -126,6 +126,8 @@ class Engine {
 
  private:
   void make_pools();
+  // Both models on every CPU of both sides, or each on its own side.
+  void set_layout(bool every_cpu);
   void draft_thread_init();
   void measure_costs();
 
@@ -133,6 +135,10 @@ class Engine {
   launch::LaunchPlan plan_;
   std::unique_ptr<placement::LaunchSetup> launch_;
   std::unique_ptr<runtime::ThreadPool> verify_pool_, draft_pool_;
+  // Every CPU of both sides, for the rounds that hand the draft's to the target.
+  std::unique_ptr<runtime::ThreadPool> every_pool_;
+  bool handback_ = false;     // partitioned, adaptive, the engine's own partition
+  bool decide_mode_ = false;  // auto: load() settles shared or partitioned
   std::unique_ptr<LlamaModel> target_, draft_;
   std::unique_ptr<speculative::ParallelDraftModel> pard_;  // wraps draft_ when it is PARD-style
   std::unique_ptr<Tokenizer> tok_;

@@ -85,9 +85,16 @@ double AdaptiveController::draft_weight(int k) const {
   return seed_.draft_seconds(k) / one;
 }
 
+double AdaptiveController::plain_seconds() const {
+  if (seed_.handback_plain_s <= 0) return verify_seconds(0);
+  if (plain_w_ > 0) return plain_sum_ / plain_w_;
+  const double scale = scale_w_ > 0 ? scale_sum_ / scale_w_ : 1.0;
+  return std::max(1e-9, scale * seed_.handback_plain_s);
+}
+
 double AdaptiveController::round_seconds(int k) const {
+  if (k <= 0) return plain_seconds();
   const double v = verify_seconds(k);
-  if (k <= 0) return v;
   if (wait_w_ > 0) return v + draft_weight(k) * (wait_sum_ / wait_w_);
   // Nothing timed yet: the seed's draft cost, in the units the fit now has.
   const double draft = seed_.draft_seconds(k) * v / seed_.verify_seconds(k);
@@ -134,6 +141,9 @@ int AdaptiveController::choose() {
 
 void AdaptiveController::observe(const RoundObservation& r) {
   const int k = std::clamp(r.k, 0, opt_.max_k);
+  // A hand-back round's time is that of another layout: it times plain
+  // decoding only, and leaves the partitioned rounds' fit alone.
+  const bool handed_back = r.every_cpu && seed_.handback_plain_s > 0;
   if (k > 0) {
     for (size_t i = 0; i < tried_.size(); ++i) tried_[i] *= opt_.decay, acc_[i] *= opt_.decay;
     // Proposal i is tried only when every proposal before it was accepted.
@@ -142,8 +152,10 @@ void AdaptiveController::observe(const RoundObservation& r) {
       tried_[s] += 1.0;
       if (i < r.accepted) acc_[s] += 1.0;
     }
-    wait_sum_ = wait_sum_ * opt_.decay + r.wait_s;
-    wait_w_ = wait_w_ * opt_.decay + draft_weight(k);
+    if (!handed_back) {
+      wait_sum_ = wait_sum_ * opt_.decay + r.wait_s;
+      wait_w_ = wait_w_ * opt_.decay + draft_weight(k);
+    }
   }
   // The round's tokens: its accepted proposals and the target's own one. A
   // source that went dry restarts the run as a rejection does: a lookup
@@ -154,13 +166,20 @@ void AdaptiveController::observe(const RoundObservation& r) {
     run_ = 0;
   else
     run_ += std::max(0, r.accepted) + 1;
-  obs_.scale(kTimeDecay);
-  slope_obs_.scale(kSlopeDecay);
-  if (r.verify_s > 0) {
-    obs_.add(k + 1, r.verify_s, 1.0);
-    slope_obs_.add(k + 1, r.verify_s, 1.0);
-    scale_sum_ = scale_sum_ * kTimeDecay + r.verify_s / seed_.verify_seconds(k);
-    scale_w_ = scale_w_ * kTimeDecay + 1.0;
+  if (handed_back) {
+    if (k == 0 && r.verify_s > 0) {
+      plain_sum_ = plain_sum_ * kTimeDecay + r.verify_s;
+      plain_w_ = plain_w_ * kTimeDecay + 1.0;
+    }
+  } else {
+    obs_.scale(kTimeDecay);
+    slope_obs_.scale(kSlopeDecay);
+    if (r.verify_s > 0) {
+      obs_.add(k + 1, r.verify_s, 1.0);
+      slope_obs_.add(k + 1, r.verify_s, 1.0);
+      scale_sum_ = scale_sum_ * kTimeDecay + r.verify_s / seed_.verify_seconds(k);
+      scale_w_ = scale_w_ * kTimeDecay + 1.0;
+    }
   }
   if (probing_ && k > 0) {
     probing_ = false;
@@ -168,7 +187,7 @@ void AdaptiveController::observe(const RoundObservation& r) {
     // often again. Accepted proposals alone are not enough when verifying
     // costs nearly as much as decoding them one by one.
     const double t = r.wait_s + r.verify_s;
-    if (t > 0 && (r.accepted + 1) / t > opt_.margin / verify_seconds(0))
+    if (t > 0 && (r.accepted + 1) / t > opt_.margin / plain_seconds())
       next_backoff_ = opt_.backoff_min;
   }
 }

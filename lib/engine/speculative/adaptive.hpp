@@ -64,6 +64,10 @@ struct RoundObservation {
   // The source had nothing for a round that asked (lookup found no match):
   // it has lost the text, and the run it tracks starts again after it.
   bool source_dry = false;
+  // Run on every CPU while the draft's partition was handed back (a plain
+  // round, or the time-shared probe after plain rounds): its time says what
+  // plain decoding costs, not what a partitioned round does.
+  bool every_cpu = false;
 };
 
 class AdaptiveController {
@@ -83,6 +87,8 @@ class AdaptiveController {
 
  private:
   double verify_seconds(int k) const;
+  // A plain round: on every CPU when the seed hands the draft's CPUs back.
+  double plain_seconds() const;
   double draft_weight(int k) const;
   // All positions together; extra_accepted adds pseudo-accepted proposals.
   double pooled_accept(double extra_accepted = 0.0) const;
@@ -111,8 +117,9 @@ class AdaptiveController {
   // The seed in this run's units: decayed mean of timed / seeded (the seed
   // may be relative, or measured under another load).
   double scale_sum_ = 0.0, scale_w_ = 0.0;
-  double wait_sum_ = 0.0, wait_w_ = 0.0;  // per unit of draft_weight
-  int backoff_ = 0;                       // plain rounds left before a probe
+  double wait_sum_ = 0.0, wait_w_ = 0.0;    // per unit of draft_weight
+  double plain_sum_ = 0.0, plain_w_ = 0.0;  // hand-back plain rounds (decayed)
+  int backoff_ = 0;                         // plain rounds left before a probe
   int next_backoff_;
   bool probing_ = false;
   bool started_ = false;

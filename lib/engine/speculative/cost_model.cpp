@@ -29,7 +29,7 @@ double PassTimes::at(int tokens) const {
 }
 
 double CostModel::round_seconds(int k) const {
-  if (k <= 0) return verify_seconds(0);
+  if (k <= 0) return plain_seconds();
   const double draft = draft_seconds(k);
   return overlap ? std::max(verify_seconds(k), draft) : draft + verify_seconds(k);
 }
@@ -54,7 +54,7 @@ double expected_tokens(int k, std::span<const double> accept) {
 }
 
 double predicted_speedup(const CostModel& c, int k, std::span<const double> accept) {
-  return expected_tokens(k, accept) / c.round_seconds(k) * c.verify_seconds(0);
+  return expected_tokens(k, accept) / c.round_seconds(k) * c.plain_seconds();
 }
 
 BestK best_draft_k(const CostModel& c, int max_k, double accept) {

@@ -33,12 +33,19 @@ struct CostModel {
   double draft_s = 0.0;   // the verifier's cost per proposal (one draft pass)
   bool overlap = false;   // partitioned: drafts are computed while the target verifies
   bool measured = false;  // false: relative defaults (plain pass = 1)
+  // Partitioned runs that hand the draft's CPUs to the target while they
+  // decode plain: a single-token pass on every CPU of both sides (0: plain
+  // passes run on the verify side, at verify_seconds(0)).
+  double handback_plain_s = 0.0;
   // A parallel (PARD) draft proposes K in one pass over the last accepted
   // tokens and K - 1 masks: about K + 1 tokens, timed in draft_pass.
   bool parallel_draft = false;
   PassTimes draft_pass;
 
   double verify_seconds(int k) const { return target.at(k + 1); }
+  double plain_seconds() const {
+    return handback_plain_s > 0 ? handback_plain_s : verify_seconds(0);
+  }
   // The draft's pass sizes to time: one token, or up to K+1 for a parallel draft.
   static int draft_tokens_to_time(bool parallel, int max_k) { return parallel ? max_k + 1 : 1; }
   // Takes the draft's timed passes: draft_s from the one-token pass, and the

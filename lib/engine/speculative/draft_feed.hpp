@@ -62,13 +62,24 @@ class PipelinedFeed final : public DraftFeed {
   double draft_seconds() const override;
   double wait_seconds() const override { return wait_s_; }
   int64_t discarded() const override;
+  // Stops running ahead and returns once the drafting thread is idle: the
+  // draft's CPUs go to the target, and the Drafter may be used from the
+  // calling thread until resume(). The chain is discarded.
+  void pause();
+  // Runs ahead again from hist (the Drafter may have moved meanwhile).
+  void resume(std::span<const int32_t> hist);
+  // How far ahead to run from now on (at most the constructor's; 0: idle
+  // until a take() asks): with a short K chosen, proposals far ahead would
+  // only be thrown away, and each costs memory bandwidth the target shares.
+  void limit_lookahead(int n);
 
  private:
   void run();
   void rethrow_locked();
 
   Drafter& d_;
-  int lookahead_;
+  int lookahead_;  // the most, for take()
+  int run_ahead_;  // how far the thread goes now (<= lookahead_)
   std::function<void()> thread_init_;
   std::thread thread_;
   mutable std::mutex mu_;
@@ -82,6 +93,8 @@ class PipelinedFeed final : public DraftFeed {
   bool exhausted_ = false;  // the drafter had nothing for the current ctx_
   bool stop_ = false;
   bool started_ = false;
+  bool paused_ = false;
+  bool busy_ = false;  // the thread is inside the Drafter
   std::exception_ptr error_;
   double draft_s_ = 0.0;
   double wait_s_ = 0.0;

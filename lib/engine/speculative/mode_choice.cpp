@@ -3,63 +3,38 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <optional>
-
-#include "common/cpulist.hpp"
-#include "engine/speculative/cost_model.hpp"
 
 namespace epyctune::engine::speculative {
 
 double best_rate(const CostModel& c, int max_k, double accept) {
-  return std::max(1.0 / c.verify_seconds(0), best_draft_k(c, max_k, accept).tokens_per_s);
+  return std::max(1.0 / c.plain_seconds(), best_draft_k(c, max_k, accept).tokens_per_s);
 }
 
-namespace {
-std::optional<PassTimes> cached(const std::string& model, const std::vector<int>& cpus,
-                                const std::string& isa) {
-  const std::string key = cost_cache_key(model, common::format_cpulist(cpus), isa);
-  const auto dir = cost_cache_dir();
-  if (dir.empty()) return std::nullopt;
-  return read_cost_cache(cost_cache_file(dir, key), key);
+ModeDecision choose_mode(const LayoutCosts& c, int max_k, double accept) {
+  ModeDecision d;
+  d.shared_rate = best_rate(c.shared, max_k, accept);
+  d.partitioned_rate = best_rate(c.partitioned, max_k, accept);
+  d.partitioned = d.partitioned_rate >= d.shared_rate;
+  d.reason = fmt::format(
+      "auto from measured costs: predicted {:.2f} tok/s shared vs {:.2f} partitioned at "
+      "acceptance {:.1f}",
+      d.shared_rate, d.partitioned_rate, accept);
+  return d;
 }
-}  // namespace
 
-launch::LaunchPlan choose_mode(const ModeChoiceInput& in) {
-  launch::LaunchPlan plan = in.automatic;
-  if (!plan.partitioned()) return plan;
-  std::vector<int> all = plan.draft.cpus;
-  all.insert(all.end(), plan.verify.cpus.begin(), plan.verify.cpus.end());
-  std::sort(all.begin(), all.end());
-  const auto ts = cached(in.target_path, all, in.isa), ds = cached(in.draft_path, all, in.isa);
-  const auto tp = cached(in.target_path, plan.verify.cpus, in.isa);
-  const auto dp = cached(in.draft_path, plan.draft.cpus, in.isa);
-  if (!ts || !ds || !tp || !dp || ts->n.back() < in.max_k + 1 || tp->n.back() < in.max_k + 1) {
-    plan.reason +=
-        "; no measured figures for both modes yet (run once shared and once partitioned "
-        "to let auto choose from them)";
-    return plan;
-  }
-  CostModel shared, part;
-  shared.target = *ts, shared.draft_s = ds->at(1), shared.measured = true;
-  part.target = *tp, part.draft_s = dp->at(1), part.overlap = part.measured = true;
-  const double rs = best_rate(shared, in.max_k, in.accept);
-  const double rp = best_rate(part, in.max_k, in.accept);
-  const std::string why = fmt::format(
-      "auto from measured costs: predicted {:.2f} tok/s shared vs {:.2f} partitioned "
-      "at acceptance {:.1f}",
-      rs, rp, in.accept);
-  if (rp >= rs) {
-    plan.reason = why;
-    return plan;
-  }
-  // Shared: one side on every CPU, its L3 domains those of both sides.
+launch::LaunchPlan shared_plan(const launch::LaunchPlan& plan) {
   launch::LaunchPlan s = plan;
-  s.verify.cpus = all;
+  s.verify.cpus.insert(s.verify.cpus.end(), plan.draft.cpus.begin(), plan.draft.cpus.end());
+  std::sort(s.verify.cpus.begin(), s.verify.cpus.end());
   s.verify.l3.insert(s.verify.l3.end(), plan.draft.l3.begin(), plan.draft.l3.end());
   std::sort(s.verify.l3.begin(), s.verify.l3.end());
   s.verify.l3.erase(std::unique(s.verify.l3.begin(), s.verify.l3.end()), s.verify.l3.end());
+  s.verify.nodes.insert(s.verify.nodes.end(), plan.draft.nodes.begin(), plan.draft.nodes.end());
+  std::sort(s.verify.nodes.begin(), s.verify.nodes.end());
+  s.verify.nodes.erase(std::unique(s.verify.nodes.begin(), s.verify.nodes.end()),
+                       s.verify.nodes.end());
+  if (s.verify.threads > 0) s.verify.threads = static_cast<int>(s.verify.cpus.size());
   s.draft = launch::Side{launch::Role::draft};
-  s.reason = why;
   return s;
 }
 

@@ -3,8 +3,9 @@
 // on the same CPUs (shared: the draft side is empty) or each own a partition
 // and run concurrently (partitioned). Partitioned runs the draft ahead while
 // the target verifies, so neither waits for the other's pass, and keeps each
-// model's working set in its own caches; time-sharing only wins when there is
-// nothing to split. So `auto` partitions whenever there are two CPUs or more.
+// model's working set in its own caches. So `auto` proposes a partition
+// whenever there are two CPUs or more, and the engine keeps it or time-shares
+// it from both layouts' measured costs (mode_choice.hpp).
 // The draft gets whole L3 domains (CCX/CCD) when there are several, else
 // single CPUs, from the end: as many as keep its K passes as long as the
 // target's one verify pass (draft_share), and at least one. (bench/spec.md

@@ -7,7 +7,10 @@
 namespace epyctune::engine::speculative {
 
 PipelinedFeed::PipelinedFeed(Drafter& d, int lookahead, std::function<void()> thread_init)
-    : d_(d), lookahead_(std::max(1, lookahead)), thread_init_(std::move(thread_init)) {
+    : d_(d),
+      lookahead_(std::max(1, lookahead)),
+      run_ahead_(lookahead_),
+      thread_init_(std::move(thread_init)) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -34,33 +37,38 @@ void PipelinedFeed::run() {
   std::vector<int32_t> snapshot;
   for (;;) {
     cv_.wait(lk, [&] {
-      return stop_ || (started_ && !exhausted_ && chain_.size() < static_cast<size_t>(lookahead_));
+      return stop_ || (started_ && !paused_ && !exhausted_ &&
+                       chain_.size() < static_cast<size_t>(run_ahead_));
     });
     if (stop_) return;
     snapshot = ctx_;
     const uint64_t ep = epoch_;
+    busy_ = true;
     lk.unlock();
     // A parallel draft proposes the whole lookahead in one pass; an
     // autoregressive one goes a token at a time so the verifier can take a
     // short chain early.
-    const int want = d_.parallel() ? lookahead_ - static_cast<int>(chain_.size()) : 1;
+    const int want = d_.parallel() ? run_ahead_ - static_cast<int>(chain_.size()) : 1;
     std::vector<Proposal> got;
     const auto t0 = std::chrono::steady_clock::now();
     try {
       got = d_.propose(snapshot, want);
     } catch (...) {
       lk.lock();
+      busy_ = false;
       error_ = std::current_exception();
       cv_.notify_all();
       return;
     }
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     lk.lock();
+    busy_ = false;
     draft_s_ += dt;
     // The verifier may have rewritten the history meanwhile: the proposal
     // continues a context that no longer exists.
     if (ep != epoch_ || ctx_.size() != snapshot.size()) {
       discarded_ += static_cast<int64_t>(got.size());
+      cv_.notify_all();  // pause() may wait for the thread to go idle
       continue;
     }
     if (got.empty()) exhausted_ = true;
@@ -95,6 +103,10 @@ std::vector<Proposal> PipelinedFeed::take(std::span<const int32_t> hist, int k) 
     throw std::logic_error("PipelinedFeed::take: history out of step with the drafter");
   const auto t0 = std::chrono::steady_clock::now();
   const size_t want = static_cast<size_t>(std::max(0, std::min(k, lookahead_)));
+  if (static_cast<size_t>(run_ahead_) < want) {
+    run_ahead_ = static_cast<int>(want);
+    cv_.notify_all();
+  }
   cv_.wait(lk, [&] { return error_ || exhausted_ || chain_.size() >= want; });
   wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   rethrow_locked();
@@ -120,6 +132,38 @@ void PipelinedFeed::committed(std::span<const int32_t> hist) {
       ++epoch_;
     }
     hist_len_ = hist.size();
+  }
+  cv_.notify_all();
+}
+
+void PipelinedFeed::pause() {
+  std::unique_lock<std::mutex> lk(mu_);
+  paused_ = true;
+  discarded_ += static_cast<int64_t>(chain_.size());
+  chain_.clear();
+  ++epoch_;
+  cv_.wait(lk, [&] { return !busy_ || error_; });
+  rethrow_locked();
+}
+
+void PipelinedFeed::resume(std::span<const int32_t> hist) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    rethrow_locked();
+    ctx_.assign(hist.begin(), hist.end());
+    hist_len_ = ctx_.size();
+    chain_.clear();
+    exhausted_ = false;
+    paused_ = false;
+    ++epoch_;
+  }
+  cv_.notify_all();
+}
+
+void PipelinedFeed::limit_lookahead(int n) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    run_ahead_ = std::clamp(n, 0, lookahead_);
   }
   cv_.notify_all();
 }

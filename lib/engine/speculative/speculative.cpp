@@ -64,6 +64,50 @@ AdaptiveOptions adaptive_options(const SpecOptions& o) {
   return ao;
 }
 
+DraftFeed* feed_of(const std::unique_ptr<PipelinedFeed>& pipe, SharedFeed& shared) {
+  return pipe ? static_cast<DraftFeed*>(pipe.get()) : &shared;
+}
+
+// The hand-back of a partitioned run (SpecOptions::set_layout): plain rounds
+// and the probe after them on every CPU, the other rounds on the sides. Puts
+// the models back on their sides when the run ends, however it ends.
+class Layout {
+ public:
+  Layout(const std::function<void(bool)>& set, PipelinedFeed* pipe, bool adaptive)
+      : set_(pipe && adaptive ? set : nullptr), pipe_(pipe) {}
+  ~Layout() {
+    try {
+      restore();
+    } catch (...) {  // the run's own exception is the one to report
+    }
+  }
+  bool every_cpu() const { return every_cpu_; }
+  // Switches before a round of k proposals; true when the layout changed.
+  bool before_round(int k, std::span<const int32_t> hist) {
+    const bool want = set_ && (k == 0 || prev_k_ == 0);
+    prev_k_ = k;
+    if (!set_ || want == every_cpu_) return false;
+    // The drafting thread is idle before its model moves, and the models
+    // are back on their sides before it runs again.
+    if (want) pipe_->pause();
+    set_(want);
+    every_cpu_ = want;
+    if (!want) pipe_->resume(hist);
+    return true;
+  }
+  void restore() {
+    if (!every_cpu_) return;
+    every_cpu_ = false;
+    set_(false);
+  }
+
+ private:
+  std::function<void(bool)> set_;
+  PipelinedFeed* pipe_;
+  bool every_cpu_ = false;
+  int prev_k_ = -1;
+};
+
 void count_proposals(SpecStats& st, const std::vector<Proposal>& props, size_t m) {
   st.drafted += static_cast<int64_t>(props.size());
   st.accepted += static_cast<int64_t>(m);
@@ -151,11 +195,14 @@ std::vector<int32_t> Generator::generate(std::span<const int32_t> prompt, int n_
   Drafter drafter(opt_.draft_len > 0 ? draft_ : nullptr,
                   opt_.draft_len > 0 ? opt_.lookup : LookupOptions{}, sp_, opt_.max_batch,
                   opt_.null_logits_ok);
-  std::unique_ptr<DraftFeed> feed;
+  SharedFeed shared(drafter);
+  std::unique_ptr<PipelinedFeed> pipe;
   if (opt_.mode == SpecMode::partitioned && drafter.has_model())
-    feed = std::make_unique<PipelinedFeed>(drafter, 2 * opt_.draft_len + 1, opt_.draft_thread_init);
-  else
-    feed = std::make_unique<SharedFeed>(drafter);
+    pipe = std::make_unique<PipelinedFeed>(drafter, 2 * opt_.draft_len + 1, opt_.draft_thread_init);
+  DraftFeed* feed = pipe ? static_cast<DraftFeed*>(pipe.get()) : &shared;
+  std::optional<AdaptiveController> ctl;
+  if (opt_.adaptive) ctl.emplace(adaptive_options(opt_), opt_.cost);
+  Layout layout(opt_.set_layout, pipe.get(), ctl.has_value());
 
   std::vector<int32_t> hist(prompt.begin(), prompt.end());
   std::vector<int32_t> out;
@@ -167,8 +214,6 @@ std::vector<int32_t> Generator::generate(std::span<const int32_t> prompt, int n_
   prefill(hist);
 
   const auto tgen = Clock::now();
-  std::optional<AdaptiveController> ctl;
-  if (opt_.adaptive) ctl.emplace(adaptive_options(opt_), opt_.cost);
   std::vector<float> p, scratch;
   std::vector<int32_t> batch;
   bool done = n_predict <= 0;
@@ -176,6 +221,11 @@ std::vector<int32_t> Generator::generate(std::span<const int32_t> prompt, int n_
     const int64_t room = static_cast<int64_t>(target_.n_ctx()) - static_cast<int64_t>(hist.size());
     if (room < 0) break;  // the last token no longer fits in the target's cache
     const int k = draft_budget(hist.size(), ctl ? ctl->choose() : opt_.draft_len);
+    if (layout.before_round(k, hist)) feed = layout.every_cpu() ? &shared : feed_of(pipe, shared);
+    // Adaptive: the drafting thread runs about two rounds of this K ahead,
+    // not the longest K's: what lies further would mostly be thrown away.
+    // Plain rounds stop it.
+    if (pipe && ctl) pipe->limit_lookahead(k > 0 ? 2 * k + 2 : 0);
     const double wait0 = feed->wait_seconds();
     std::vector<Proposal> props = feed->take(hist, k);
     if (!props.empty() && static_cast<int>(props.size()) < opt_.draft_min) {
@@ -190,6 +240,7 @@ std::vector<int32_t> Generator::generate(std::span<const int32_t> prompt, int n_
     logits.resize(batch.size() * static_cast<size_t>(nv));
     target_.forward(batch, logits.data());
     ++stats_.target_passes;
+    if (layout.every_cpu()) ++stats_.every_cpu_passes;
     const Decision dec = decide(logits, nv, props, sp_, hist.size(), p, scratch);
     const size_t m = dec.m;
     if (m < props.size()) target_.truncate(static_cast<int>(hist.size() + m));
@@ -199,7 +250,7 @@ std::vector<int32_t> Generator::generate(std::span<const int32_t> prompt, int n_
     record_round(props.size(), m);
     if (ctl)
       ctl->observe({static_cast<int>(props.size()), static_cast<int>(m), wait, verify,
-                    k > 0 && props.empty()});
+                    k > 0 && props.empty(), layout.every_cpu()});
 
     for (size_t i = 0; i <= m && !done; ++i) {
       const int32_t tok = i < m ? props[i].token : dec.next;
@@ -213,10 +264,11 @@ std::vector<int32_t> Generator::generate(std::span<const int32_t> prompt, int n_
     if (!done) feed->committed(hist);
   }
   stats_.generate_s = common::seconds_since(tgen);
-  stats_.draft_s = feed->draft_seconds();
-  stats_.wait_s = feed->wait_seconds();
-  stats_.discarded = feed->discarded();
-  feed.reset();  // joins the drafting thread before its counters are read
+  stats_.draft_s = shared.draft_seconds() + (pipe ? pipe->draft_seconds() : 0.0);
+  stats_.wait_s = shared.wait_seconds() + (pipe ? pipe->wait_seconds() : 0.0);
+  stats_.discarded = pipe ? pipe->discarded() : 0;
+  layout.restore();
+  pipe.reset();  // joins the drafting thread before its counters are read
   stats_.draft_passes = drafter.model_passes();
   return out;
 }

@@ -51,6 +51,14 @@ struct SpecOptions {
   bool null_logits_ok = false;
   // Partitioned mode: runs first on the drafting thread (pin it, bind memory).
   std::function<void()> draft_thread_init;
+  // Partitioned adaptive mode: moves both models onto every CPU of both
+  // sides (true) or back onto their own sides (false); called between passes
+  // on the generating thread. When set, the rounds the controller decodes
+  // plain hand the draft's CPUs to the target (the drafting thread pauses),
+  // and the first drafting round after them (a probe, which also catches the
+  // draft up) runs time-shared on every CPU; drafting runs ahead on its own
+  // side again from the round after. cost.handback_plain_s should then be set.
+  std::function<void(bool every_cpu)> set_layout;
 };
 
 struct SpecStats {
@@ -61,14 +69,15 @@ struct SpecStats {
   int64_t accepted = 0;
   int64_t lookup_drafted = 0, lookup_accepted = 0;
   int64_t model_drafted = 0, model_accepted = 0;
-  int64_t draft_passes = 0;  // draft model forward() calls (prompt included)
-  int64_t discarded = 0;     // proposals computed ahead and thrown away (partitioned)
-  int64_t dropped = 0;       // proposals in drafts shorter than draft_min, never verified
-  double prompt_s = 0.0;     // target prompt processing
-  double generate_s = 0.0;   // from the first round to the last token
-  double draft_s = 0.0;      // time spent computing proposals
-  double verify_s = 0.0;     // target forward + accept decision
-  double wait_s = 0.0;       // verifier idle, waiting for proposals
+  int64_t draft_passes = 0;      // draft model forward() calls (prompt included)
+  int64_t discarded = 0;         // proposals computed ahead and thrown away (partitioned)
+  int64_t dropped = 0;           // proposals in drafts shorter than draft_min, never verified
+  int64_t every_cpu_passes = 0;  // target passes on every CPU while the draft's were handed back
+  double prompt_s = 0.0;         // target prompt processing
+  double generate_s = 0.0;       // from the first round to the last token
+  double draft_s = 0.0;          // time spent computing proposals
+  double verify_s = 0.0;         // target forward + accept decision
+  double wait_s = 0.0;           // verifier idle, waiting for proposals
   // Proposals verified in each round, in order (0: a plain pass).
   std::vector<int16_t> k_trace;
   // By position in the draft (index 0 = first proposal): rounds that reached

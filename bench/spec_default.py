@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""What a user gets from `generate -md` with default settings (issue 34).
+
+For each draft, REPEAT interleaved pairs of runs of the same command line a
+user types: the target alone, then `-md DRAFT` with every other setting at its
+default and a fresh, empty cost cache (XDG_CACHE_HOME and CACHE_DIRECTORY
+point to a new directory), so auto mode decides as it does on a first run.
+Greedy, so each speculative run must give the target's own tokens: checked.
+Prints per draft the median of the per-pair ratios (speculative tok/s over
+plain tok/s of the same pair), the mode auto chose and why, acceptance, and
+how many target passes ran on every CPU with drafting paused; writes JSON.
+
+usage: spec_default.py ENGINE TARGET DRAFT[,DRAFT...] [--n 128] [--repeat 3]
+       [--prompt "Once upon a time"] [--json-out FILE]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+
+def generate(engine, args, env=None):
+    out = subprocess.run([engine, "generate", "--json"] + args, check=True,
+                         capture_output=True, text=True, env=env).stdout
+    return json.loads(out)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("engine")
+    ap.add_argument("target")
+    ap.add_argument("drafts")
+    ap.add_argument("--n", type=int, default=128)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--prompt", default="Once upon a time")
+    ap.add_argument("--json-out")
+    a = ap.parse_args()
+
+    base = ["-m", a.target, "-p", a.prompt, "-n", str(a.n)]
+    rows = []
+    for d in a.drafts.split(","):
+        pairs = []
+        for _ in range(a.repeat):
+            plain = generate(a.engine, base)
+            with tempfile.TemporaryDirectory() as cache:
+                env = dict(os.environ, XDG_CACHE_HOME=cache, CACHE_DIRECTORY=cache)
+                spec = generate(a.engine, base + ["-md", d], env)
+            if spec["tokens"] != plain["tokens"]:
+                sys.exit(f"{d}: speculative output differs from the target's own")
+            s = spec["spec"]
+            pairs.append({
+                "plain_tok_s": plain["timings"]["tok_s"],
+                "spec_tok_s": spec["timings"]["tok_s"],
+                "ratio": spec["timings"]["tok_s"] / plain["timings"]["tok_s"],
+                "mode": s["mode"], "reason": s["mode_reason"],
+                "acceptance": s["acceptance_rate"],
+                "every_cpu_passes": s.get("every_cpu_passes", 0),
+                "target_passes": s["target_passes"],
+                "load_s": spec["timings"]["load_s"],
+                "bytes_per_token": plain["bytes_per_token"],
+            })
+        rows.append({"draft": d, "pairs": pairs,
+                     "ratio_median": statistics.median(p["ratio"] for p in pairs),
+                     "plain_median": statistics.median(p["plain_tok_s"] for p in pairs),
+                     "spec_median": statistics.median(p["spec_tok_s"] for p in pairs)})
+
+    print("| draft | plain tok/s | -md tok/s | x plain (per pair) | mode | acceptance "
+          "| passes on every CPU |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        ps = r["pairs"]
+        print(f"| {os.path.basename(r['draft'])} | {r['plain_median']:.2f} | "
+              f"{r['spec_median']:.2f} | **{r['ratio_median']:.2f}** "
+              f"({', '.join('%.2f' % p['ratio'] for p in ps)}) | "
+              f"{'/'.join(sorted(set(p['mode'] for p in ps)))} | "
+              f"{statistics.median(p['acceptance'] for p in ps):.2f} | "
+              f"{'/'.join(str(p['every_cpu_passes']) + ' of ' + str(p['target_passes']) for p in ps)} |")
+    for r in rows:
+        print(f"{os.path.basename(r['draft'])}: {r['pairs'][0]['reason']}")
+    gb = rows[0]["pairs"][0]["bytes_per_token"] / 1e9 if rows else 0
+    print(f"target bytes per token: {gb:.2f} GB (roofline = bandwidth / this)")
+    if a.json_out:
+        with open(a.json_out, "w") as f:
+            json.dump({"n": a.n, "repeat": a.repeat, "prompt": a.prompt, "rows": rows}, f,
+                      indent=1)
+
+
+if __name__ == "__main__":
+    main()

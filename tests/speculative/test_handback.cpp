@@ -1,0 +1,164 @@
+// The engine's default path with a useless draft: auto settles the mode from
+// costs it measures on the first run (nothing cached), and once the adaptive
+// controller stops drafting, the target decodes on every CPU of both sides
+// while the drafting thread pauses.
+#include <doctest/doctest.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "engine/runtime/cpus.hpp"
+#include "engine/serving/engine.hpp"
+#include "engine/synth/mkmodel.hpp"
+#include "test_util.hpp"
+
+using namespace epyctune::engine;
+
+namespace {
+
+struct CacheDir {
+  epyctune::testing::TempDir dir;
+  std::string saved;
+  bool had = false;
+  CacheDir() {
+    if (const char* x = std::getenv("XDG_CACHE_HOME")) had = true, saved = x;
+    ::setenv("XDG_CACHE_HOME", dir.str().c_str(), 1);
+  }
+  ~CacheDir() {
+    if (had)
+      ::setenv("XDG_CACHE_HOME", saved.c_str(), 1);
+    else
+      ::unsetenv("XDG_CACHE_HOME");
+  }
+  size_t files() const {
+    const auto d = dir.path() / "epyctune";
+    if (!std::filesystem::exists(d)) return 0;
+    return static_cast<size_t>(std::distance(std::filesystem::directory_iterator(d), {}));
+  }
+};
+
+// The engine pins the thread that drives it (worker 0 of its pools): each
+// test gives this thread its CPUs back for the next engine to plan with.
+struct KeepAffinity {
+  cpu_set_t set;
+  KeepAffinity() {
+    CPU_ZERO(&set);
+    ::sched_getaffinity(0, sizeof set, &set);
+  }
+  ~KeepAffinity() { ::sched_setaffinity(0, sizeof set, &set); }
+};
+
+struct Pair {
+  epyctune::testing::TempDir dir;
+  std::filesystem::path target = dir.path() / "target.gguf", draft = dir.path() / "draft.gguf";
+  Pair() {
+    ModelShape shape = parse_shape("tiny");
+    shape.ctx = 256;
+    write_model(target, shape, GgmlType::Q8_0, 11);
+    // Same shape and vocabulary, other weights: it agrees with the target
+    // on next to nothing.
+    write_model(draft, shape, GgmlType::Q8_0, 977);
+  }
+};
+const Pair& pair() {
+  static Pair p;
+  return p;
+}
+
+serving::EngineConfig config(speculative::ModeRequest mode) {
+  serving::EngineConfig c;
+  c.model = pair().target.string();
+  c.draft = pair().draft.string();
+  c.cpus = runtime::first_cpus(2);
+  c.spec_mode = mode;
+  return c;
+}
+
+serving::Completion greedy(serving::Engine& e, int n, const serving::TokenSink& sink = {}) {
+  const std::vector<int32_t> prompt = {1, 17, 42, 99, 7};
+  return e.generate(prompt, n, sampling::SamplerParams{}, sink, true);
+}
+
+}  // namespace
+
+TEST_CASE("auto settles shared or partitioned on the first run, from both layouts' costs") {
+  if (runtime::allowed_cpus().size() < 2) {
+    MESSAGE("one CPU here: nothing to partition");
+    return;
+  }
+  KeepAffinity keep;
+  CacheDir cache;
+  REQUIRE(cache.files() == 0);
+  serving::Engine e(config(speculative::ModeRequest::automatic));
+  REQUIRE(e.partitioned());  // the plan before any cost is known
+  e.load();
+  CHECK(e.plan().reason.find("auto from measured costs") != std::string::npos);
+  CHECK(e.plan().reason.find("no measured figures") == std::string::npos);
+  // Target and draft, on the sides and on every CPU: four measurements, cached.
+  CHECK(cache.files() == 4);
+  const bool chose_partitioned = e.partitioned();
+  const std::string reason = e.plan().reason;
+
+  ::sched_setaffinity(0, sizeof keep.set, &keep.set);
+  serving::Engine again(config(speculative::ModeRequest::automatic));
+  again.load();
+  CHECK(cache.files() == 4);
+  CHECK(again.cost_note().find("measuring") == std::string::npos);
+  CHECK(again.partitioned() == chose_partitioned);
+  CHECK(again.plan().reason == reason);
+  ::sched_setaffinity(0, sizeof keep.set, &keep.set);
+  if (!chose_partitioned) {
+    CHECK(again.plan().draft.cpus.empty());
+    CHECK(again.target().pool().cpus().size() == 2);
+  }
+}
+
+TEST_CASE("a useless draft hands its CPUs to the target, and the output stays the target's") {
+  if (runtime::allowed_cpus().size() < 2) {
+    MESSAGE("one CPU here: nothing to partition");
+    return;
+  }
+  KeepAffinity keep;
+  CacheDir cache;
+  serving::Engine plain_engine([] {
+    auto c = config(speculative::ModeRequest::shared);
+    c.draft_max = 0;
+    return c;
+  }());
+  plain_engine.load();
+  const auto want = greedy(plain_engine, 96).tokens;
+  ::sched_setaffinity(0, sizeof keep.set, &keep.set);
+
+  serving::Engine e(config(speculative::ModeRequest::partitioned));
+  e.load();
+  REQUIRE(e.partitioned());
+  const auto own = e.target().pool().cpus();
+  const auto draft_own = e.draft()->pool().cpus();
+  REQUIRE(own.size() == 1);
+  size_t on_every = 0, tokens = 0;
+  const auto got = greedy(e, 96, [&](int32_t, const std::string&) {
+    ++tokens;
+    if (e.target().pool().cpus().size() == 2) {
+      ++on_every;
+      CHECK(e.draft()->pool().cpus().size() == 2);
+    }
+    return true;
+  });
+  CHECK(got.tokens == want);
+  const auto& st = got.stats;
+  const auto plain_rounds = std::count(st.k_trace.begin(), st.k_trace.end(), int16_t{0});
+  CHECK(plain_rounds > 0);
+  // Every plain round ran on both sides' CPUs (so did the probes after them).
+  CHECK(st.every_cpu_passes >= plain_rounds);
+  CHECK(on_every > 0);
+  CHECK(on_every < tokens);  // the first rounds drafted on the sides
+  // Each model is back on its own side for the next request.
+  CHECK(e.target().pool().cpus() == own);
+  CHECK(e.draft()->pool().cpus() == draft_own);
+  // A second request behaves the same way from the same state.
+  CHECK(greedy(e, 96).tokens == want);
+}
