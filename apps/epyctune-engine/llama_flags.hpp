@@ -40,7 +40,7 @@ inline void add_gpu_noops(CLI::App* cmd) {
       std::fprintf(stderr, "epyctune-engine: %s%s%s ignored: %s\n", n.shown,
                    value.empty() ? "" : " ", value.c_str(), n.why);
     };
-    const std::string help = std::string("ignored: ") + n.why;
+    const std::string help = std::string(n.shown) + ": ignored, " + n.why;
     if (n.values == 0) {
       cmd->add_flag_callback(
              n.names, [note] { note(""); }, help)

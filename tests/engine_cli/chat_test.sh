@@ -88,14 +88,12 @@ kill -INT "$pid"
 for _ in $(seq 300); do grep -q stopped "$base/int.err" && break; sleep 0.1; done
 mapfile -t t < <(grep '^\[chat\]' "$base/int.err")
 [[ ${t[0]:-} == *", stopped" ]] || fail "Ctrl-C did not stop the reply: $(cat "$base/int.err")"
-# The program goes on: the next turn gets a reply, stopped the same way.
-size=$(stat -c %s "$base/int.out")
+# The program goes on: the next turn gets its reply (to its end: where the
+# first reply stopped varies, so this one may end early or fill the context).
 echo "and then" >&3
-for _ in $(seq 300); do (($(stat -c %s "$base/int.out") > size)) && break; sleep 0.1; done
-(($(stat -c %s "$base/int.out") > size)) || fail "no reply to the turn after Ctrl-C: $(cat "$base/int.err")"
-kill -INT "$pid"
-for _ in $(seq 300); do (($(grep -c stopped "$base/int.err") >= 2)) && break; sleep 0.1; done
-(($(grep -c stopped "$base/int.err") == 2)) || fail "second Ctrl-C: $(cat "$base/int.err")"
+for _ in $(seq 1200); do (($(grep -c '^\[chat\]' "$base/int.err") >= 2)) && break; sleep 0.1; done
+kill -0 "$pid" 2>/dev/null || fail "Ctrl-C during a reply ended the program: $(cat "$base/int.err")"
+(($(grep -c '^\[chat\]' "$base/int.err") == 2)) || fail "the turn after Ctrl-C: $(cat "$base/int.err")"
 sleep 0.2
 kill -INT "$pid"
 rc=0

@@ -126,7 +126,7 @@ fi
 # Flag names in messages, once (issue: "--cpus: --cpus: ...").
 for cmd in generate serve chat bench; do
   out=$("$bin" "$cmd" -m "$base/t.gguf" --cpus 999 </dev/null 2>&1) && fail "$cmd --cpus 999 accepted"
-  [[ $(count -- "--cpus" "$out") == 1 ]] || fail "$cmd --cpus 999: $out"
+  [[ $(count "--cpus" "$out") == 1 ]] || fail "$cmd --cpus 999: $out"
 done
 
 # bench: one name per concept: -md/--model-draft first (--draft kept),
