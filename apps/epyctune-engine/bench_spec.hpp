@@ -14,6 +14,7 @@ namespace epyctune::engine_cli {
 
 struct SpecBenchOptions : BenchRunOptions {
   std::string draft;
+  int draft_threads = 0;          // -td: the draft's partition is the last N CPUs
   std::vector<std::string> spec;  // "adaptive" or a fixed K, per configuration
   std::string prompt;
   int n_predict = 128;

@@ -1,5 +1,5 @@
-// epyctune-engine bench --model M [--batch 1,2,4,8,16] [--passes N] [-r R]
-//                       [--threads N | --cpus LIST] [--json] [--ctx P]
+// epyctune-engine bench --model M [-b 1,2,4,8,16] [--passes N] [-r R]
+//                       [--threads N | --cpus LIST] [--json] [-d P]
 //                       [--hugepages] [--numa POLICY] [--kv f16|f32] [--isa ISA]
 //
 // Per batch size K: the time of one forward pass of K tokens appended after a
@@ -27,6 +27,7 @@
 #include "apps/epyctune-engine/commands.hpp"
 #include "apps/epyctune-engine/engine_options.hpp"
 #include "apps/epyctune-engine/launch_options.hpp"
+#include "apps/epyctune-engine/llama_flags.hpp"
 #include "apps/epyctune-engine/progress.hpp"
 #include "common/cpulist.hpp"
 #include "common/elapsed.hpp"
@@ -36,6 +37,7 @@
 #include "engine/runtime/bandwidth.hpp"
 #include "engine/runtime/cpus.hpp"
 #include "engine/runtime/thread_pool.hpp"
+#include "engine/runtime/weight_memory.hpp"
 
 namespace epyctune::engine_cli {
 namespace {
@@ -109,7 +111,7 @@ engine::ModelOptions model_options(const BenchOptions& o, int max_k) {
   ModelOptions mo;
   mo.prefault = true;
   mo.hugepages = o.hugepages;
-  mo.numa = runtime::parse_numa_policy(o.numa);
+  mo.numa = parse_numa_flag(o.numa).policy.value_or(runtime::NumaPolicy::local);
   mo.copy_weights = !o.mmap;
   mo.pack_weights = !o.no_pack;
   mo.experts_per_token = o.experts_per_token;
@@ -123,7 +125,7 @@ engine::ModelOptions model_options(const BenchOptions& o, int max_k) {
 }
 
 // The timed passes: per repetition, a bandwidth probe, then `passes` passes of
-// each batch size, each truncated back to the --ctx context.
+// each batch size, each truncated back to the -d depth.
 struct Samples {
   std::map<int, std::vector<double>> per_pass;  // batch -> seconds per pass, per repetition
   std::map<int, double> cpu_used, wall_used;
@@ -355,6 +357,20 @@ void print_report(const BenchOptions& o, const engine::LlamaModel& model,
   fmt::print("placement  {}\n", model.placement_summary());
 }
 
+// --cpus or --threads; with --numa isolate, only those on this node.
+std::vector<int> bench_cpus(const BenchOptions& o) {
+  if (!parse_numa_flag(o.numa).isolate)
+    return o.cpus.empty() ? engine::runtime::first_cpus(o.threads) : cpus_flag(o.cpus);
+  int node = 0;
+  auto cpus = engine::runtime::cpus_on_this_node(
+      o.cpus.empty() ? engine::runtime::allowed_cpus() : cpus_flag(o.cpus), node);
+  if (cpus.empty())
+    throw std::invalid_argument("--numa isolate: none of the CPUs is on node " +
+                                std::to_string(node) + ", where this process runs");
+  if (o.threads > 0 && static_cast<size_t>(o.threads) < cpus.size()) cpus.resize(o.threads);
+  return cpus;
+}
+
 // A launch config's partition: the target's pool on its verify CPUs, its
 // workers in the verify group, its weights on the target nodes.
 std::unique_ptr<engine::placement::LaunchSetup> open_launch(const BenchOptions& o) {
@@ -388,8 +404,8 @@ std::unique_ptr<engine::LlamaModel> load_model(const BenchOptions& o,
       throw std::runtime_error("threads are not where the launch config puts them:\n" + e);
   }
   if (o.ctx + max_k > model->n_ctx())
-    throw std::invalid_argument(fmt::format("--ctx {} + batch {} exceeds the model's n_ctx {}",
-                                            o.ctx, max_k, model->n_ctx()));
+    throw std::invalid_argument(fmt::format(
+        "-d/--n-depth {} + batch {} exceeds the model's n_ctx {}", o.ctx, max_k, model->n_ctx()));
   return model;
 }
 
@@ -413,7 +429,7 @@ int run_bench(const BenchOptions& o) {
   try {
     if (!o.isa.empty()) select_isa(o.isa);
     auto launch = open_launch(o);
-    std::vector<int> cpus = o.cpus.empty() ? runtime::first_cpus(o.threads) : cpus_flag(o.cpus);
+    std::vector<int> cpus = bench_cpus(o);
     auto pool_ptr = launch && launch->has_partition()
                         ? launch->make_pool(launch::Role::verify)
                         : std::make_unique<runtime::ThreadPool>(cpus, true);
@@ -449,7 +465,7 @@ void add_bench_command(CLI::App& app, GlobalOptions& global) {
   auto o = std::make_shared<BenchOptions>();
   auto* cmd = app.add_subcommand("bench", "Forward-pass timings per batch size vs the roofline");
   cmd->add_option("--model,-m", o->model, "llama GGUF model")->required()->check(CLI::ExistingFile);
-  cmd->add_option("--batch", o->batches, "batch sizes (tokens per pass)")
+  cmd->add_option("-b,--batch-size,--batch", o->batches, "batch sizes (tokens per pass)")
       ->delimiter(',')
       ->check(CLI::Range(1, 512));
   // As llama-bench: -r repetitions, -t threads. -n (tokens generated, in
@@ -463,13 +479,18 @@ void add_bench_command(CLI::App& app, GlobalOptions& global) {
       ->capture_default_str();
   auto* th = cmd->add_option("--threads,-t", o->threads, "threads: the first N allowed CPUs");
   cmd->add_option("--cpus", o->cpus, "CPU list to pin the pool to, e.g. 0-7")->excludes(th);
-  cmd->add_option("--ctx", o->ctx, "tokens already in the KV cache before each pass")
+  // llama-bench's -d: the depth each pass runs at. Not a context length
+  // (generate's -c): every pass is truncated back to it.
+  cmd->add_option("-d,--n-depth,--ctx", o->ctx, "tokens already in the KV cache before each pass")
       ->check(CLI::Range(0, 1 << 20));
   cmd->add_flag("--json", o->json, "one JSON document");
   cmd->add_flag("--hugepages", o->hugepages, "copy the weights into 2 MiB pages (else THP)");
-  cmd->add_option("--numa", o->numa, "weight placement: none|interleave|split|local");
-  cmd->add_flag("--mmap", o->mmap,
-                "use the weights in place from the file mapping (no copy, no repacking)");
+  cmd->add_option("--numa", o->numa, kNumaHelp + std::string(" (default: none, first touch)"))
+      ->check(numa_flag_error)
+      ->default_str("none");
+  cmd->add_flag("--mmap,!--no-mmap", o->mmap,
+                "use the weights in place from the file mapping (no copy, no repacking); "
+                "--no-mmap: copy them (the default)");
   cmd->add_flag("--no-pack", o->no_pack, "copy the weights but keep ggml's row layout");
   cmd->add_option("--kv", o->kv, "KV cache type: f16|f32");
   cmd->add_option("--experts-per-token", o->experts_per_token,
@@ -480,13 +501,16 @@ void add_bench_command(CLI::App& app, GlobalOptions& global) {
   add_launch_options(cmd, o->launch);
   auto& sp = o->spec;
   sp.prompt = "The quick brown fox jumps over the lazy dog. Once upon a time";
-  auto* draft = cmd->add_option("--draft,--model-draft", sp.draft,
-                                "Draft model: decode plain and speculative side by side instead")
+  auto* draft = cmd->add_option("--model-draft,--draft", sp.draft,
+                                "Draft model, also -md: decode plain and speculative side by side "
+                                "instead")
                     ->check(CLI::ExistingFile);
+  cmd->add_option("--threads-draft", sp.draft_threads,
+                  "With a draft: its threads, also -td (the last N CPUs draft)");
   auto* spec = cmd->add_option("--spec", sp.spec, "Speculative configurations: adaptive and/or K")
                    ->delimiter(',');
-  auto* n = cmd->add_option("-n,--n-predict", sp.n_predict,
-                            "Tokens per decode (with --draft/--spec/--parallel only: plain "
+  auto* n = cmd->add_option("-n,--n-predict,--predict", sp.n_predict,
+                            "Tokens per decode (with --model-draft/--spec/--parallel only: plain "
                             "passes are --passes)")
                 ->capture_default_str();
   cmd->add_option("--prompt,-p", sp.prompt, "Prompt text (speculative bench)");
@@ -496,9 +520,10 @@ void add_bench_command(CLI::App& app, GlobalOptions& global) {
       "--no-cost-cache", [&sp](int64_t) { sp.cost_cache = false; },
       "Measure pass times afresh instead of reading the cached ones");
   auto par = std::make_shared<ParallelBenchOptions>();
-  auto* parallel = cmd->add_option("--parallel", par->parallel,
+  auto* parallel = cmd->add_option("--parallel", par->parallel,  // also -np
                                    "Sequences decoding at once, e.g. 1,2,4,8: aggregate tok/s "
-                                   "per count instead (prompt tokens per sequence: --ctx)")
+                                   "per count instead (prompt tokens per sequence: -d); "
+                                   "also -np")
                        ->delimiter(',')
                        ->check(CLI::Range(1, 256))
                        ->excludes(draft)
@@ -515,9 +540,10 @@ void add_bench_command(CLI::App& app, GlobalOptions& global) {
     }
     if (draft->count() + spec->count() == 0) {
       if (n->count() > 0)
-        throw CLI::ValidationError("-n",
-                                   "tokens to decode: only with --draft, --spec or --parallel; "
-                                   "forward passes per repetition are --passes");
+        throw CLI::ValidationError(
+            "-n",
+            "tokens to decode: only with --model-draft, --spec or --parallel; "
+            "forward passes per repetition are --passes");
       return void(global.exit_code = run_bench(*o));
     }
     auto s = o->spec;

@@ -388,6 +388,7 @@ int run_spec_bench(const SpecBenchOptions& o) {
     eng::serving::EngineConfig ec;
     ec.model = o.model;
     ec.draft = o.draft;
+    ec.draft_threads = o.draft_threads;
     ec.threads = o.threads;
     if (!o.cpus.empty()) ec.cpus = cpus_flag(o.cpus);
     ec.spec_mode = o.spec_mode;

@@ -17,7 +17,7 @@
 #include "apps/epyctune-engine/commands.hpp"
 #include "apps/epyctune-engine/engine_options.hpp"
 #include "apps/epyctune-engine/launch_options.hpp"
-#include "apps/epyctune-engine/progress.hpp"
+#include "apps/epyctune-engine/llama_flags.hpp"
 #include "common/cpulist.hpp"
 #include "engine/chat/chat_template.hpp"
 #include "engine/placement/launch_setup.hpp"
@@ -80,16 +80,6 @@ std::string read_prompt(const GenerateArgs& a, bool prompt_given) {
   if (prompt_given || ::isatty(STDIN_FILENO) != 1) return read_all(std::cin);
   throw std::invalid_argument(
       "no prompt: give -p TEXT, -f FILE, or pipe it on stdin (-p - reads stdin explicitly)");
-}
-
-void load_engine(eng::serving::Engine& e) {
-  ProgressLine line("load");
-  eng::serving::LoadProgress progress;
-  if (line.enabled())
-    progress = [&](const std::string& path, std::string_view stage, uint64_t done, uint64_t total) {
-      line.update(std::string(stage) + " " + path, done >> 20, total >> 20, "MiB");
-    };
-  e.load(progress);
 }
 
 struct RunResult {
@@ -168,7 +158,8 @@ void print_summary(const eng::serving::Engine& e, const RunResult& r,
 
 int run_generate(const GenerateArgs& a, bool prompt_given) {
   a.sampler.validate();
-  if (a.n_predict < 0) throw std::invalid_argument("-n: must be >= 0");
+  if (a.n_predict < -1)
+    throw std::invalid_argument("-n/--n-predict: must be >= 0, or -1 (until the model ends)");
   eng::serving::Engine e(a.engine);
   const std::string prompt_text = read_prompt(a, prompt_given);
   load_engine(e);
@@ -179,12 +170,15 @@ int run_generate(const GenerateArgs& a, bool prompt_given) {
                  : e.tokenizer().encode(prompt_text, true);
   if (r.prompt.empty())
     throw std::invalid_argument("prompt: encodes to no tokens and the vocabulary adds no BOS");
+  check_fits_context(r.prompt.size(), e);
   e.attach_driver();
 
+  // -1, as llama.cpp: until an end-of-generation token or a full context.
+  const int n_predict = a.n_predict < 0 ? e.n_ctx() : a.n_predict;
   std::vector<double> token_times;
   const auto t_start = Clock::now();
   const auto done =
-      e.generate(r.prompt, a.n_predict, a.sampler, [&](int32_t, const std::string& piece) {
+      e.generate(r.prompt, n_predict, a.sampler, [&](int32_t, const std::string& piece) {
         r.text += piece;
         token_times.push_back(seconds(t_start, Clock::now()));
         if (!a.json) {
@@ -216,19 +210,24 @@ int run_generate(const GenerateArgs& a, bool prompt_given) {
 }
 
 void add_generate_options(CLI::App* cmd, GenerateArgs& g) {
-  auto& a = g.engine;
-  cmd->add_option("--model,-m", a.model,
-                  "Target model (GGUF); required unless the launch config names it");
-  cmd->add_option("-n,--n-predict", g.n_predict, "Tokens to generate")->capture_default_str();
-  cmd->add_option("--ctx", a.n_ctx, "Context length (0 = the model's)");
-  cmd->add_option("--temp", g.sampler.temperature, "Temperature (0 = greedy)")
+  cmd->add_option("-n,--n-predict,--predict", g.n_predict,
+                  "Tokens to generate (-1: until the model ends or the context is full)")
       ->capture_default_str();
-  cmd->add_option("--top-k", g.sampler.top_k, "Keep the k most likely tokens (0 = off)");
-  cmd->add_option("--top-p", g.sampler.top_p, "Nucleus mass (1 = off)");
-  cmd->add_option("--min-p", g.sampler.min_p, "Drop tokens below min-p x the best (0 = off)");
-  cmd->add_option("--seed", g.sampler.seed, "Sampling seed")->capture_default_str();
-  add_engine_options(cmd, a);
+  add_engine_options(cmd, g.engine);
+  add_spec_options(cmd, g.engine);
+  add_sampling_options(cmd, g.sampler);
   cmd->add_flag("--json", g.json, "Print one JSON object instead of streaming text");
+  // llama-cli's conversation mode is a command of its own here.
+  cmd->add_flag_callback("--conversation",
+                         [] {
+                           throw CLI::ValidationError(
+                               "-cnv/--conversation",
+                               "an interactive chat is its own command: epyctune-engine chat "
+                               "-m MODEL");
+                         })
+      ->group("");
+  cmd->add_flag("--no-conversation")->group("");  // llama.cpp's -no-cnv: generate never is one
+  add_gpu_noops(cmd);
 }
 
 void add_generate_command(CLI::App& app, GlobalOptions& global) {
@@ -243,7 +242,7 @@ void add_generate_command(CLI::App& app, GlobalOptions& global) {
   add_generate_options(cmd, *args);
   cmd->add_flag("--chat", args->chat,
                 "Wrap the prompt as a user turn in the model's chat template");
-  cmd->add_option("--system", args->system, "System message for --chat");
+  cmd->add_option("--system-prompt,--system", args->system, "System message for --chat; also -sys");
   cmd->add_option("--chat-template", args->chat_template,
                   "Chat format for --chat when the model's is unrecognised: chatml, llama3, "
                   "deepseek, harmony");

@@ -292,7 +292,9 @@ void add_kernel_bench_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_option("--type", opts->types, "weight types (f32 f16 bf16 q4_0 q8_0 q4_k q6_k)")
       ->delimiter(',');
   cmd->add_option("--isa", opts->isas, "ISAs to run (default: all this CPU has)")->delimiter(',');
-  cmd->add_option("--tokens", opts->tokens, "token batch sizes")->delimiter(',');
+  cmd->add_option("-b,--batch-size,--tokens", opts->tokens,
+                  "token batch sizes (rows per matmul), as bench -b")
+      ->delimiter(',');
   cmd->add_option("--layout", opts->layouts,
                   "weight row layouts: ggml, packed16 (Q4_0/Q8_0/Q4_K repacked at load)")
       ->delimiter(',');

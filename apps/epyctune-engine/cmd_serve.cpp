@@ -18,6 +18,7 @@
 #include "apps/epyctune-engine/commands.hpp"
 #include "apps/epyctune-engine/engine_options.hpp"
 #include "apps/epyctune-engine/launch_options.hpp"
+#include "apps/epyctune-engine/llama_flags.hpp"
 #include "engine/serving/engine.hpp"
 #include "engine/serving/http_server.hpp"
 #include "engine/serving/scheduler.hpp"
@@ -145,23 +146,23 @@ void add_serve_command(CLI::App& app, GlobalOptions& global) {
   auto* cmd = app.add_subcommand(
       "serve", "Serve the model over an OpenAI-compatible HTTP API (docs/serve.md)");
   auto& e = args->engine;
-  cmd->add_option("--model,-m", e.model,
-                  "Target model (GGUF); required unless the launch config names it");
-  cmd->add_option("-c,--ctx,--ctx-size", e.n_ctx, "Context length (0 = the model's)");
+  add_engine_options(cmd, e);
+  add_spec_options(cmd, e);
   cmd->add_option("--host", args->http.host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", args->http.port, "Port to listen on (0 = a free one)")
       ->capture_default_str();
   cmd->add_option("--queue", args->queue,
                   "Requests that may wait while --parallel run; more get 503 at once")
       ->capture_default_str();
+  // llama.cpp's -np reaches here as --parallel (llama_style_args).
   cmd->add_option("--parallel", args->parallel,
                   "Requests decoded at once, batched into each forward pass (continuous "
-                  "batching; 1 = one at a time, with speculative decoding)")
+                  "batching; 1 = one at a time, with speculative decoding); also -np")
       ->capture_default_str();
   cmd->add_option("--chat-template", args->http.chat_template,
                   "Chat format when the model's template is unrecognised: chatml, llama3, "
                   "deepseek, harmony");
-  cmd->add_option("--model-alias", args->http.model_name,
+  cmd->add_option("-a,--alias,--model-alias", args->http.model_name,
                   "The model's name in replies and /v1/models (default: the file's stem)");
   auto& lim = args->http.limits;
   cmd->add_option("--max-body", lim.body_bytes,
@@ -183,8 +184,8 @@ void add_serve_command(CLI::App& app, GlobalOptions& global) {
         lim.header_deadline = std::chrono::milliseconds(static_cast<long>(s * 1000));
       },
       "Seconds a client has to send a request's headers (default 10; the body has 30)");
-  add_engine_options(cmd, e);
   add_launch_options(cmd, e.launch);
+  add_gpu_noops(cmd);
   cmd->callback([args, &global] {
     try {
       global.exit_code = run_serve(*args);

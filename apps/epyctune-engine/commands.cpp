@@ -11,9 +11,25 @@ std::vector<RegisterFn>& registry() {
 }
 
 std::vector<std::string> llama_style_args(int argc, const char* const* argv) {
-  // llama.cpp's single-dash long names that the engine's commands accept.
+  // llama.cpp's single-dash long names that the engine's commands accept,
+  // and the long name each registers. One table for every command: a name
+  // a command lacks is CLI11's usual "not expected" error under its long name.
   static constexpr std::pair<std::string_view, std::string_view> kLong[] = {
       {"-md", "--model-draft"},
+      {"-td", "--threads-draft"},
+      {"-np", "--parallel"},
+      {"-sys", "--system-prompt"},
+      {"-cnv", "--conversation"},
+      {"-no-cnv", "--no-conversation"},
+      // GPU options, accepted with a note (llama_flags.hpp).
+      {"-ngl", "--n-gpu-layers"},
+      {"-ngld", "--n-gpu-layers-draft"},
+      {"-fa", "--flash-attn"},
+      {"-sm", "--split-mode"},
+      {"-ts", "--tensor-split"},
+      {"-mg", "--main-gpu"},
+      {"-dev", "--device"},
+      {"-nkvo", "--no-kv-offload"},
   };
   std::vector<std::string> args;
   for (int i = 1; i < argc; ++i) {

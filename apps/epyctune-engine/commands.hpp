@@ -19,10 +19,12 @@ struct Registrar {
   explicit Registrar(RegisterFn fn) { registry().push_back(fn); }
 };
 
-// llama.cpp spells some long options with one dash (-md for --model-draft);
-// CLI11 reads "-md" as -m with the value "d". Returns argv[1..] with those
-// spelled as CLI11's long options, in the reversed order App::parse(vector)
-// takes: app.parse(llama_style_args(argc, argv)).
+// llama.cpp spells some long options with one dash (-md for --model-draft,
+// -ngl, -np, -td, -sys...); CLI11 reads "-md" as -m with the value "d" and
+// cannot register such names. Returns argv[1..] with each of them (also as
+// -md=FILE) spelled as its long option, everything after "--" untouched, in
+// the reversed order App::parse(vector) takes:
+// app.parse(llama_style_args(argc, argv)).
 std::vector<std::string> llama_style_args(int argc, const char* const* argv);
 
 }  // namespace epyctune::engine_cli

@@ -1,6 +1,8 @@
-// The options generate and serve share to load the engine: CPUs, the draft
-// model and n-gram lookup, speculative mode, weight memory. Each command adds
-// its own --model and context options.
+// The options generate, serve and chat share to load the engine: the model,
+// context, CPUs, weight memory; and those generate and serve add for
+// speculative decoding (the draft model and n-gram lookup, the partition).
+// Names are llama.cpp's where it has the concept (-c, -t, -td, -md, -b,
+// --numa, --no-mmap), with the engine's older spellings kept as aliases.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -10,8 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "apps/epyctune-engine/progress.hpp"
 #include "common/field_error.hpp"
 #include "engine/runtime/cpus.hpp"
+#include "engine/runtime/weight_memory.hpp"
 #include "engine/serving/engine.hpp"
 
 namespace epyctune::engine_cli {
@@ -23,7 +27,9 @@ inline std::string flag_of(const std::string& field) {
       {"model", "--model"},
       {"draft", "--model-draft"},
       {"threads", "--threads"},
-      {"n_ctx", "--ctx"},
+      {"draft_threads", "--threads-draft"},
+      {"n_ctx", "--ctx-size"},
+      {"batch", "--batch-size"},
       {"cpus", "--cpus"},
       {"draft_cpus", "--draft-cpus"},
       {"verify_cpus", "--verify-cpus"},
@@ -36,6 +42,7 @@ inline std::string flag_of(const std::string& field) {
       {"experts_per_token", "--experts-per-token"},
       {"launch_config", "--launch-config"},
       {"temperature", "--temp"},
+      {"seed", "--seed"},
       {"top_k", "--top-k"},
       {"top_p", "--top-p"},
       {"min_p", "--min-p"},
@@ -51,6 +58,28 @@ inline std::string error_text(const std::exception& e) {
   if (const auto* f = dynamic_cast<const common::FieldError*>(&e))
     return flag_of(f->field()) + ": " + f->what();
   return e.what();
+}
+
+// A prompt that does not fit the context, said with the flag that fixes it
+// (the engine's own check names no flag).
+inline void check_fits_context(size_t tokens, const engine::serving::Engine& e,
+                               const std::string& what = "prompt") {
+  if (tokens <= static_cast<size_t>(e.n_ctx())) return;
+  throw std::invalid_argument(what + " of " + std::to_string(tokens) +
+                              " tokens exceeds the context of " + std::to_string(e.n_ctx()) +
+                              ": -c/--ctx-size N sets it (0: the model's own, " +
+                              std::to_string(e.target().config().n_ctx) + ")");
+}
+
+// Engine::load with its progress on a terminal.
+inline void load_engine(engine::serving::Engine& e) {
+  ProgressLine line("load");
+  engine::serving::LoadProgress progress;
+  if (line.enabled())
+    progress = [&](const std::string& path, std::string_view stage, uint64_t done, uint64_t total) {
+      line.update(std::string(stage) + " " + path, done >> 20, total >> 20, "MiB");
+    };
+  e.load(progress);
 }
 
 // A CPU list given as text to `flag`, parsed and checked; errors name the flag.
@@ -88,14 +117,97 @@ inline void add_spec_mode_option(CLI::App* cmd, engine::speculative::ModeRequest
       ->default_str("auto");
 }
 
+// --numa's value: llama.cpp's strategies, or the engine's own placements.
+struct NumaFlag {
+  std::optional<engine::runtime::NumaPolicy> policy;
+  bool isolate = false;
+};
+inline NumaFlag parse_numa_flag(const std::string& v) {
+  using engine::runtime::NumaPolicy;
+  if (v == "isolate") return {std::nullopt, true};
+  if (v == "distribute") return {NumaPolicy::interleave, false};
+  if (v == "numactl") return {NumaPolicy::none, false};  // the policy numactl gave the process
+  try {
+    return {engine::runtime::parse_numa_policy(v), false};
+  } catch (const std::exception&) {
+    throw std::invalid_argument(
+        "expected distribute, isolate or numactl (llama.cpp's), or none, "
+        "interleave, split or local; got '" +
+        v + "'");
+  }
+}
+// A CLI11 check of --numa's value: "" when it is one.
+inline std::string numa_flag_error(const std::string& v) {
+  try {
+    parse_numa_flag(v);
+    return "";
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+}
+inline constexpr const char* kNumaHelp =
+    "Weights on NUMA nodes: distribute (interleaved over every node), isolate (only the CPUs of "
+    "the node the engine starts on, weights there), numactl (the CPUs and memory policy numactl "
+    "gave the process), or none, interleave, split (layers in groups over the nodes), local (the "
+    "nodes of the CPUs)";
+
+// The target, its context and the CPUs and memory it runs on.
 inline void add_engine_options(CLI::App* cmd, engine::serving::EngineConfig& a) {
+  cmd->add_option("-m,--model", a.model,
+                  "Target model (GGUF); required unless the launch config names it");
+  cmd->add_option("-c,--ctx-size,--ctx", a.n_ctx, "Context length (0 = the model's)");
   auto* th = cmd->add_option("-t,--threads", a.threads,
                              "Threads: the first N allowed CPUs (default: all allowed)");
   add_cpus_option(cmd, "--cpus", a.cpus, "CPUs to run on, e.g. 0-7 (default: all allowed)")
       ->excludes(th);
-  // llama.cpp's -md reaches here as --model-draft: main() rewrites it
-  // (llama_style_args), since CLI11 reads "-md" as -m d.
+  cmd->add_option("-b,--batch-size", a.batch,
+                  "Tokens per forward pass over a prompt (and the largest pass's scratch)")
+      ->capture_default_str();
+  cmd->add_option_function<std::string>(
+         "--numa",
+         [&a](const std::string& v) {
+           const NumaFlag f = parse_numa_flag(v);
+           a.numa = f.policy;
+           a.numa_isolate = f.isolate;
+         },
+         kNumaHelp + std::string(" (default: each partition's nodes when partitioned, else "
+                                 "first touch)"))
+      ->check(numa_flag_error);
+  cmd->add_flag("--mmap,!--no-mmap", a.mmap,
+                "Use the weights in place from the file mapping (no copy, no NUMA placement, no "
+                "repacking); --no-mmap: copy them (the default)");
+  cmd->add_option("--experts-per-token", a.experts_per_token,
+                  "Experts run per token in a mixture-of-experts target, instead of the "
+                  "model's expert_used_count (fewer: faster, further from the full output)");
+}
+
+// --draft-max: adaptive, adaptive:N or N.
+inline void set_draft_max(engine::serving::EngineConfig& a, const std::string& v) {
+  a.draft_adaptive = v.rfind("adaptive", 0) == 0;
+  const std::string n =
+      a.draft_adaptive ? v.substr(v.find(':') == std::string::npos ? v.size() : v.find(':') + 1)
+                       : v;
+  if (a.draft_adaptive && n.empty()) return;  // keep the default longest K
+  size_t used = 0;
+  int k = -1;
+  try {
+    k = std::stoi(n, &used);
+  } catch (const std::exception&) {
+  }
+  if (used != n.size() || k < 0 || k > 64)
+    throw CLI::ValidationError("--draft-max",
+                               "expected adaptive, adaptive:N or N (0-64), got '" + v + "'");
+  a.draft_max = k;
+}
+
+// Speculative decoding: what drafts, how much, and on which CPUs.
+inline void add_spec_options(CLI::App* cmd, engine::serving::EngineConfig& a) {
+  // llama.cpp's -md and -td reach here as --model-draft and --threads-draft:
+  // main() rewrites them (llama_style_args), since CLI11 reads "-md" as -m d.
   cmd->add_option("--model-draft", a.draft, "Draft model (GGUF, same vocabulary); also -md");
+  cmd->add_option("--threads-draft", a.draft_threads,
+                  "The draft's threads, also -td: the last N CPUs draft and the target keeps "
+                  "the rest (partitioned mode)");
   // Bare --lookup: n-grams of 1..8 over the whole context, which follows the
   // long repeated spans of code editing and quoting.
   cmd->add_option("--lookup", a.lookup,
@@ -106,27 +218,7 @@ inline void add_engine_options(CLI::App* cmd, engine::serving::EngineConfig& a) 
   cmd->add_option("--lookup-min", a.lookup_min, "Shortest n-gram lookup accepts")
       ->capture_default_str();
   cmd->add_option_function<std::string>(
-         "--draft-max",
-         [&a](const std::string& v) {
-           a.draft_adaptive = v.rfind("adaptive", 0) == 0;
-           const std::string n =
-               a.draft_adaptive
-                   ? v.substr(v.find(':') == std::string::npos ? v.size() : v.find(':') + 1)
-                   : v;
-           if (a.draft_adaptive && n.empty()) return;  // keep the default longest K
-           size_t used = 0;
-           int k = -1;
-           try {
-             k = std::stoi(n, &used);
-           } catch (const std::exception&) {
-           }
-           if (used != n.size() || k < 0 || k > 64)
-             throw CLI::ValidationError("--draft-max",
-                                        "expected adaptive, adaptive:N or N (0-64), "
-                                        "got '" +
-                                            v + "'");
-           a.draft_max = k;
-         },
+         "--draft-max", [&a](const std::string& v) { set_draft_max(a, v); },
          "Tokens drafted per verify pass: adaptive (K chosen per round, up to 16), "
          "adaptive:N (up to N), or a fixed N (0 = plain decoding)")
       ->default_str("adaptive");
@@ -141,12 +233,6 @@ inline void add_engine_options(CLI::App* cmd, engine::serving::EngineConfig& a) 
   add_cpus_option(cmd, "--draft-cpus", a.draft_cpus, "Draft partition (partitioned mode)");
   add_cpus_option(cmd, "--verify-cpus", a.verify_cpus, "Target partition (partitioned mode)");
   add_spec_mode_option(cmd, a.spec_mode);
-  cmd->add_option("--experts-per-token", a.experts_per_token,
-                  "Experts run per token in a mixture-of-experts target, instead of the "
-                  "model's expert_used_count (fewer: faster, further from the full output)");
-  cmd->add_flag("--mmap", a.mmap,
-                "Use the weights in place from the file mapping (no copy, no NUMA placement, no "
-                "repacking)");
 }
 
 }  // namespace epyctune::engine_cli

@@ -2,6 +2,7 @@
 
 #include <numa.h>
 #include <numaif.h>
+#include <sched.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -182,6 +183,14 @@ std::vector<int> nodes_of_cpus(const std::vector<int>& cpus) {
   }
   std::sort(out.begin(), out.end());
   if (out.empty()) out.push_back(0);
+  return out;
+}
+
+std::vector<int> cpus_on_this_node(const std::vector<int>& cpus, int& node) {
+  node = nodes_of_cpus({sched_getcpu()}).front();
+  std::vector<int> out;
+  for (int c : cpus)
+    if (nodes_of_cpus({c}).front() == node) out.push_back(c);
   return out;
 }
 

@@ -70,5 +70,8 @@ class WeightMemory {
 std::vector<int> memory_nodes();
 // The node of each CPU (libnuma), deduplicated and sorted.
 std::vector<int> nodes_of_cpus(const std::vector<int>& cpus);
+// Those of `cpus` on the node of the CPU the calling thread runs on now
+// (llama.cpp's --numa isolate); `node` receives that node.
+std::vector<int> cpus_on_this_node(const std::vector<int>& cpus, int& node);
 
 }  // namespace epyctune::engine::runtime

@@ -7,7 +7,9 @@
 
 #include "common/cpulist.hpp"
 #include "common/field_error.hpp"
+#include "engine/gguf/gguf.hpp"
 #include "engine/kernels/kernels.hpp"
+#include "engine/model/llama_config.hpp"
 #include "engine/runtime/cpus.hpp"
 #include "engine/speculative/mode_choice.hpp"
 #include "launch/engine_side.hpp"
@@ -37,6 +39,39 @@ void check_allowed(const std::optional<std::vector<int>>& cpus, const char* fiel
   if (auto why = runtime::unusable_cpus(*cpus); !why.empty()) throw common::FieldError(field, why);
 }
 
+// The CPU list or thread count bounds everything; partitions come from it.
+// numa_isolate keeps those on the node this thread runs on now.
+std::vector<int> engine_cpus(const EngineConfig& c) {
+  if (!c.numa_isolate) return c.cpus ? *c.cpus : runtime::first_cpus(c.threads);
+  int node = 0;
+  std::vector<int> out =
+      runtime::cpus_on_this_node(c.cpus ? *c.cpus : runtime::allowed_cpus(), node);
+  if (out.empty())
+    throw common::FieldError("numa", "isolate: none of the CPUs is on node " +
+                                         std::to_string(node) + ", where this process runs");
+  if (c.threads > 0 && static_cast<size_t>(c.threads) < out.size()) out.resize(c.threads);
+  return out;
+}
+
+// draft_threads: the last N CPUs draft, the rest verify.
+void split_by_draft_threads(const EngineConfig& c, speculative::PartitionRequest& in) {
+  using common::FieldError;
+  const int n = c.draft_threads;
+  if (n == 0) return;
+  if (!in.has_draft_model)
+    throw FieldError("draft_threads", "sets the draft model's threads, and there is none");
+  if (c.draft_cpus || c.verify_cpus)
+    throw FieldError("draft_threads", "the draft and verify CPU lists split the CPUs already");
+  if (c.spec_mode == speculative::ModeRequest::shared)
+    throw FieldError("draft_threads",
+                     "gives the draft CPUs of its own: the shared mode runs it on the target's");
+  if (static_cast<size_t>(n) >= in.cpus.size())
+    throw FieldError("draft_threads", std::to_string(n) + " of the " +
+                                          std::to_string(in.cpus.size()) +
+                                          " CPUs would leave none to the target");
+  in.draft_cpus = std::vector<int>(in.cpus.end() - n, in.cpus.end());
+}
+
 // No launch config: the engine's own partition, from this machine's L3
 // domains; in auto mode, load() settles shared or partitioned from the
 // measured costs of both.
@@ -47,11 +82,11 @@ launch::LaunchPlan own_partition(const EngineConfig& c) {
   speculative::PartitionRequest in;
   in.request = c.spec_mode;
   in.has_draft_model = has_draft_model(c);
-  // The CPU list or thread count bounds everything; partitions come from it.
-  in.cpus = c.cpus ? *c.cpus : runtime::first_cpus(c.threads);
+  in.cpus = engine_cpus(c);
   in.l3_ids = runtime::l3_ids(in.cpus);
   in.draft_cpus = c.draft_cpus;
   in.verify_cpus = c.verify_cpus;
+  split_by_draft_threads(c, in);
   if (in.has_draft_model)
     in.draft_share =
         speculative::draft_share(file_bytes(c.model), file_bytes(c.draft),
@@ -63,8 +98,8 @@ launch::LaunchPlan own_partition(const EngineConfig& c) {
 // engine's own; without a draft model, or with one CPU for both sides, a
 // draft alternates with the target on the verify CPUs.
 launch::LaunchPlan launch_partition(const EngineConfig& c, const placement::LaunchSetup& l) {
-  if (c.cpus || c.threads > 0 || c.draft_cpus || c.verify_cpus ||
-      c.spec_mode != speculative::ModeRequest::automatic)
+  if (c.cpus || c.threads > 0 || c.draft_cpus || c.verify_cpus || c.draft_threads > 0 ||
+      c.numa_isolate || c.spec_mode != speculative::ModeRequest::automatic)
     throw common::FieldError("launch_config",
                              "sets the CPUs: drop the options that set CPUs, threads or the "
                              "speculative mode");
@@ -99,6 +134,31 @@ void validate(const EngineConfig& c) {
     throw FieldError("draft_min", "must be between 0 and the longest draft (" +
                                       std::to_string(c.draft_max) + ")");
   if (c.n_ctx < 0) throw FieldError("n_ctx", "must be >= 0 (0 = the model's)");
+  if (c.batch < 1 || c.batch > 4096) throw FieldError("batch", "must be 1 to 4096 tokens");
+  if (c.draft_threads < 0)
+    throw FieldError("draft_threads", "must be >= 0 (0 = the engine's split)");
+  if (c.mmap && c.numa && *c.numa != runtime::NumaPolicy::none)
+    throw FieldError("numa",
+                     "places copied weights: with mmap they stay where the page cache has them");
+}
+
+// A draft proposes the target's token ids, so it must have the target's
+// vocabulary. The GGUF headers say so before any weight is read: a wrong
+// pair fails at once instead of after the target has loaded.
+void check_same_vocabulary(const std::string& target, const std::string& draft) {
+  const auto t = gguf::File::open(target);
+  const auto d = gguf::File::open(draft);
+  const int nt = read_llama_config(*t).n_vocab, nd = read_llama_config(*d).n_vocab;
+  const auto mt = t->get_string("tokenizer.ggml.model"), md = d->get_string("tokenizer.ggml.model");
+  std::string why;
+  if (nt != nd)
+    why = std::to_string(nd) + " tokens against the target's " + std::to_string(nt);
+  else if (mt && md && *mt != *md)
+    why = "a " + *md + " tokenizer against the target's " + *mt;
+  if (!why.empty())
+    throw common::FieldError("draft", draft + " does not share the vocabulary of the target " +
+                                          target + " (" + why +
+                                          "): a draft must come from the target's family");
 }
 
 }  // namespace
@@ -115,6 +175,9 @@ Engine::Engine(EngineConfig cfg) : cfg_(std::move(cfg)) {
     throw common::FieldError("mmap",
                              "keeps the weights where the file is: it cannot follow the launch "
                              "config's placement");
+  if (launch_ && cfg_.numa)
+    throw common::FieldError("numa", "the launch config places the weights");
+  if (has_draft_model(cfg_)) check_same_vocabulary(cfg_.model, cfg_.draft);
   const bool planned = launch_ && launch_->has_partition();
   plan_ = planned ? launch_partition(cfg_, *launch_) : own_partition(cfg_);
   // Drafting adaptively on a partition: the controller may stop drafting,
@@ -122,7 +185,7 @@ Engine::Engine(EngineConfig cfg) : cfg_(std::move(cfg)) {
   // in auto mode: load() settles whether to partition at all.
   handback_ = partitioned() && cfg_.draft_adaptive;
   decide_mode_ = handback_ && !planned && cfg_.spec_mode == speculative::ModeRequest::automatic &&
-                 !cfg_.draft_cpus && !cfg_.verify_cpus;
+                 !cfg_.draft_cpus && !cfg_.verify_cpus && cfg_.draft_threads == 0;
 }
 
 Engine::~Engine() = default;
@@ -160,8 +223,12 @@ void Engine::load(const LoadProgress& progress) {
   // own partition's CPUs, so the draft's traffic stays off the target's memory.
   ModelOptions mo;
   mo.n_ctx = cfg_.n_ctx;
+  mo.max_batch = cfg_.batch;
   mo.shared_weights = cfg_.launch.shared_weights;
-  if (partitioned()) mo.numa = runtime::NumaPolicy::local;
+  if (cfg_.numa)
+    mo.numa = *cfg_.numa;
+  else if (partitioned() || cfg_.numa_isolate)
+    mo.numa = runtime::NumaPolicy::local;
   if (cfg_.mmap) {
     mo.copy_weights = false;
     mo.numa = runtime::NumaPolicy::none;
@@ -295,7 +362,7 @@ Completion Engine::generate(std::span<const int32_t> prompt, int n_predict,
   so.lookup = {cfg_.lookup, cfg_.lookup_min};
   so.mode = mode();
   so.null_logits_ok = true;  // LlamaModel::forward documents logits == nullptr
-  so.max_batch = 64;
+  so.max_batch = cfg_.batch;
   if (!ignore_eog) so.is_stop = [this](int32_t t) { return tok_->is_eog(t); };
   if (launch_ && launch_->has_partition() && partitioned())
     so.draft_thread_init = [this] { draft_thread_init(); };

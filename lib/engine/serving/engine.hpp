@@ -32,6 +32,10 @@ struct EngineConfig {
   std::string model, draft;
   int threads = 0;  // the first N allowed CPUs (0 = all)
   int n_ctx = 0;    // 0 = the model's
+  int batch = 64;   // tokens per forward pass over a prompt (1-4096)
+  // The draft's threads (llama.cpp's -td): the last N of the engine's CPUs
+  // are the draft partition, the rest the target's; 0: the engine's split.
+  int draft_threads = 0;
   // CPU lists, each checked against the CPUs this process may use; nullopt:
   // not given (cpus: every allowed CPU or the first `threads`).
   std::optional<std::vector<int>> cpus, draft_cpus, verify_cpus;
@@ -45,6 +49,12 @@ struct EngineConfig {
   int draft_min = 0;
   speculative::ModeRequest spec_mode = speculative::ModeRequest::automatic;
   bool mmap = false;
+  // Where the copied weights go; nullopt: each partition's own nodes when
+  // partitioned, else first touch.
+  std::optional<runtime::NumaPolicy> numa;
+  // Only the CPUs on the NUMA node this process runs on at start (llama.cpp's
+  // --numa isolate); the weights then go there too unless numa says otherwise.
+  bool numa_isolate = false;
   int experts_per_token = 0;        // the target's MoE top-k override (0 = the file's)
   placement::LaunchOptions launch;  // launch_config empty: the engine picks CPUs
 };
@@ -77,7 +87,8 @@ struct Completion {
 class Engine {
  public:
   // Reads the launch config (its [models] fill what cfg leaves empty),
-  // validates the options and plans the CPUs; loads nothing. Throws
+  // validates the options, checks from the GGUF headers that a draft shares
+  // the target's vocabulary, and plans the CPUs; loads no weights. Throws
   // common::FieldError naming the field, launch::LaunchConfigError.
   explicit Engine(EngineConfig cfg);
   ~Engine();

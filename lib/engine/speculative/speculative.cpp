@@ -171,14 +171,13 @@ void Generator::record_round(size_t n_props, size_t m) {
 }
 
 void check_prompt(const CausalLM& target, std::span<const int32_t> prompt) {
-  if (prompt.empty()) throw std::invalid_argument("generate: empty prompt (add a BOS token)");
+  if (prompt.empty()) throw std::invalid_argument("empty prompt (add a BOS token)");
   const int nv = target.n_vocab();
   for (int32_t t : prompt)
     if (t < 0 || t >= nv)
-      throw std::invalid_argument("generate: prompt token " + std::to_string(t) +
-                                  " outside the vocabulary");
+      throw std::invalid_argument("prompt token " + std::to_string(t) + " outside the vocabulary");
   if (prompt.size() > static_cast<size_t>(target.n_ctx()))
-    throw std::invalid_argument("generate: prompt of " + std::to_string(prompt.size()) +
+    throw std::invalid_argument("prompt of " + std::to_string(prompt.size()) +
                                 " tokens exceeds the context of " + std::to_string(target.n_ctx()));
 }
 
