@@ -21,17 +21,19 @@ int main(int argc, char** argv) {
   try {
     app.parse(std::vector<std::string>(args));
   } catch (const CLI::ParseError& e) {
-    // A mistyped command or option is named, with the nearest known ones.
-    if (e.get_exit_code() != 0 &&
-        epyctune::usage::explain_unknown(app, {args.rbegin(), args.rend()}))
-      return e.get_exit_code();
     // The model writers left the packaged engine for a dev tool; say where.
     const std::string_view cmd = argc > 1 ? argv[1] : "";
-    if (cmd == "mkmodel" || cmd == "margins" || cmd == "vocab")
+    if (cmd == "mkmodel" || cmd == "margins" || cmd == "vocab") {
       std::fprintf(stderr,
                    "epyctune-engine: '%s' is in the dev tool epyctune-mkmodel, built with the "
                    "project (build/tools/epyctune-mkmodel/) and not packaged\n",
                    argv[1]);
+      return app.exit(e);
+    }
+    // Any other mistyped command or option is named, with the nearest known ones.
+    if (e.get_exit_code() != 0 &&
+        epyctune::usage::explain_unknown(app, {args.rbegin(), args.rend()}))
+      return e.get_exit_code();
     return app.exit(e);
   }
   return global.exit_code;

@@ -75,8 +75,9 @@ int run_list(const GlobalOptions& g, bool as_json) {
                        {"overrides_builtin", l.overrides_builtin},
                        {"active", is_active}});
       else
-        table.row({{is_active ? "*" : "", common::Tone::good},
-                   {l.name, is_active ? common::Tone::heading : common::Tone::plain},
+        // The name stays first on its line: scripts read `profile list` by it.
+        table.row({{l.name, is_active ? common::Tone::heading : common::Tone::plain},
+                   {is_active ? "active" : "", common::Tone::good},
                    p.aliases.empty() ? "" : fmt::format("({})", fmt::join(p.aliases, ", ")),
                    p.description + (l.file.empty() ? "" : fmt::format("  [{}]", from))});
     } catch (const profile::ProfileError& e) {

@@ -63,7 +63,10 @@ TEST_CASE("unprivileged: apply refuses before its first write, naming what needs
   CHECK(has(check.out, "would-apply"));
   // Without the hook (root, as the tests run) the same apply goes through.
   CHECK(h.run({"apply", "--profile", "9754"}).code == kExitOk);
-  CHECK(unprivileged(h, {"revert"}).code == kExitPrivilege);
+  auto revert = unprivileged(h, {"revert", "--direct"});
+  CHECK(revert.code == kExitPrivilege);
+  CHECK(has(revert.err, "not reverting, missing: root (reading the journal"));
+  CHECK(std::filesystem::exists(h.dir.path() / "var/lib/epyctune/journal"));
 }
 
 TEST_CASE("unprivileged: verify reports checks that need root as such, never as drift") {
