@@ -70,11 +70,13 @@ inline CliRun run_cli(const char* bin, const std::vector<std::string>& args,
 }
 
 // On a pseudo-terminal, as in an interactive shell: everything lands in `out`.
-inline CliRun run_cli_on_tty(const char* bin, const std::vector<std::string>& args) {
+// `env` ("NAME=value") is set in the child, as for run_cli.
+inline CliRun run_cli_on_tty(const char* bin, const std::vector<std::string>& args,
+                             const std::string& env = "") {
   int master = -1;
   pid_t pid = forkpty(&master, nullptr, nullptr, nullptr);
   REQUIRE(pid >= 0);
-  if (pid == 0) detail::exec(bin, args, "");
+  if (pid == 0) detail::exec(bin, args, env);
   CliRun r;
   r.out = detail::drain(master);
   r.code = detail::wait_code(pid);

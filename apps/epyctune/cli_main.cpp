@@ -4,13 +4,36 @@
 #include <cstdio>
 #include <exception>
 #include <string>
+#include <vector>
 
 #include "apps/epyctune/commands.hpp"
 #include "apps/epyctune/logging.hpp"
+#include "apps/usage_hint.hpp"
 #include "common/exit_codes.hpp"
 #include "common/version.hpp"
 
 namespace epyctune::cli {
+
+namespace {
+
+// argv[1..] as CLI11 should read it. The engine spells the draft model
+// llama.cpp's way, -md; CLI11 would read that as -m with the value "d", so it
+// becomes --model-draft here, as it does in epyctune-engine.
+std::vector<std::string> arguments(int argc, char** argv) {
+  std::vector<std::string> args;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--") {
+      args.insert(args.end(), argv + i, argv + argc);
+      break;
+    }
+    if (a == "-md" || a.starts_with("-md=")) a = "--model-draft" + a.substr(3);
+    args.push_back(std::move(a));
+  }
+  return args;
+}
+
+}  // namespace
 
 int run_main(int argc, char** argv) {
   setup_logging(0);
@@ -34,10 +57,14 @@ int run_main(int argc, char** argv) {
   app.parse_complete_callback([&global] { setup_logging(global.verbose); });
   // Subcommands are registered by the files that implement them.
   for (auto* reg : registry()) reg(app, global);
+  app.name("epyctune");
+  const auto args = arguments(argc, argv);
   try {
-    app.parse(argc, argv);
+    app.parse(std::vector<std::string>(args.rbegin(), args.rend()));
   } catch (const CLI::ParseError& e) {
-    // --help and --version are "errors" with code 0; everything else is usage.
+    // --help and --version are "errors" with code 0; everything else is usage,
+    // told by the word that is wrong when one is.
+    if (e.get_exit_code() != 0 && usage::explain_unknown(app, args)) return kExitError;
     return app.exit(e) == 0 ? kExitOk : kExitError;
   }
   return global.exit_code;

@@ -1,5 +1,5 @@
 // `epyctune apply --profile NAME [--steps 1,2,6] [--check] [--json] [--keep-going] [--force]
-// [--direct]`: write what the plan says, journaled (see lib/stack/apply.hpp).
+// [--direct] [--changed-only]`: write what the plan says, journaled (see lib/stack/apply.hpp).
 // Through epyctuned when it runs (its apply calls the same stack::apply_knobs,
 // under the same state lock), directly when it does not or with --direct.
 #include <fmt/format.h>
@@ -12,6 +12,7 @@
 
 #include "apps/epyctune/commands.hpp"
 #include "stack/apply.hpp"
+#include "stack/outcome_report.hpp"
 #include "stack/session.hpp"
 
 namespace epyctune::cli {
@@ -20,33 +21,21 @@ namespace {
 struct ApplyArgs {
   std::string profile, steps;
   bool check = false, json = false, keep_going = false, force = false, direct = false;
+  bool changed_only = false;
+  stack::TextOptions text;  // set from the global options when the command runs
 };
 
-void print_text(const stack::ApplyResult& r, bool check) {
-  std::string step;
+void print_text(const stack::ApplyResult& r, bool check, const stack::TextOptions& o) {
   int unchanged = 0;
-  for (const auto& o : r.knobs) {
-    if (o.status == stack::KnobStatus::Unchanged) {
-      ++unchanged;
-      continue;
-    }
-    if (o.step != step) {
-      step = o.step;
-      fmt::print("{}:\n", step);
-    }
-    std::string line = fmt::format("  {:<12} {}", stack::to_string(o.status), o.name);
-    using enum stack::KnobStatus;
-    if (o.status == Applied || o.status == WouldApply || o.status == Mismatch ||
-        o.status == RolledBack)
-      line += fmt::format(": {} -> {}", o.before, o.after);
-    if (!o.reason.empty()) line += "  (" + o.reason + ")";
-    std::replace(line.begin(), line.end(), '\n', ' ');
-    fmt::print("{}\n", line);
-  }
+  for (const auto& k : r.knobs) unchanged += k.status == stack::KnobStatus::Unchanged;
+  fmt::print("{}", stack::outcomes_to_text(r.knobs, o));
   for (const auto& n : r.notes) fmt::print("note: {}\n", n);
-  fmt::print("{}changed: {}, reboot required: {}, {} knob(s) already as desired\n",
-             check ? "check mode (nothing written): " : "", r.changed ? "true" : "false",
-             r.reboot_required ? "true" : "false", unchanged);
+  // A run refused before it looked at any knob (privilege, lock) has only its error to say.
+  if (!r.knobs.empty() || r.error.empty())
+    fmt::print("{}changed: {}, reboot required: {}, {} knob(s) already as desired\n",
+               check ? "check mode (nothing written): " : "", r.changed ? "true" : "false",
+               r.reboot_required ? "true" : "false", unchanged);
+  if (!check) fmt::print("{}", stack::outcomes_next_step(r.knobs, false));
   if (!r.error.empty())
     fmt::print(stderr, "epyctune apply: {}{}\n", r.error,
                r.rolled_back ? " (this run's changes were rolled back)" : "");
@@ -102,7 +91,7 @@ int print_result(const ApplyArgs& a, const stack::ApplyResult& r, const nlohmann
       fmt::print(stderr, "epyctune apply: {}{}\n", r.error,
                  r.rolled_back ? " (this run's changes were rolled back)" : "");
   } else {
-    print_text(r, a.check);
+    print_text(r, a.check, a.text);
   }
   return r.exit_code;
 }
@@ -193,13 +182,18 @@ void add_apply_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_option("--steps", args->steps,
                   "Steps to apply: 1,2,6 or bios,numa or 1-4 (default all)");
   cmd->add_flag("--check", args->check, "Dry run (Ansible check mode): say what would change");
-  cmd->add_flag("--json", args->json, "JSON: changed, reboot_required, per step/knob status");
+  add_json_options(cmd, args->json, "JSON: changed, reboot_required, per step/knob status");
   cmd->add_flag("--keep-going", args->keep_going,
                 "On a failed write, continue instead of rolling back this run");
   cmd->add_flag("--force", args->force, "Apply even when the profile does not match this host");
+  cmd->add_flag("--changed-only", args->changed_only,
+                "List only the knobs written (or, with --check, that would be) and failures");
   cmd->add_flag("--direct", args->direct,
                 "Apply here even when epyctuned runs (both take the same state lock)");
-  cmd->callback([args, &global] { global.exit_code = run_apply(*args, global); });
+  cmd->callback([args, &global] {
+    args->text = text_options(global, args->changed_only);
+    global.exit_code = run_apply(*args, global);
+  });
 }
 
 static Registrar reg(&add_apply_command);

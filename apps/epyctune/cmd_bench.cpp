@@ -1,5 +1,5 @@
 // `epyctune bench --profile NAME --model T.gguf [--draft D.gguf | --lookup N]
-//   [--steps LIST] [--tokens N] [--repeat R] [--json] [--chart FILE.svg]
+//   [--steps LIST] [-n|--tokens N] [--repeat R] [--json] [--chart FILE.svg]
 //   [--from-stock] [--force]` and `epyctune bench --bandwidth`.
 // Stock first, then each step of the stack on top of the previous ones, each
 // configuration measured with the engine, the repeats interleaved
@@ -191,21 +191,21 @@ void add_bench_command(CLI::App& app, GlobalOptions& global) {
       "bench", "Measure tok/s from stock through each step of the stack, then revert");
   cmd->add_option("--profile", a->profile, "Built-in profile or a TOML file");
   cmd->add_option("--model", a->model, "Target model (GGUF)")->check(CLI::ExistingFile);
-  auto* draft =
-      cmd->add_option("--draft", a->draft, "Draft model for step 8 (speculative decoding)")
-          ->check(CLI::ExistingFile);
+  auto* draft = cmd->add_option("--draft,--model-draft", a->draft,
+                                "Draft model for step 8 (speculative decoding); also -md")
+                    ->check(CLI::ExistingFile);
   cmd->add_option("--lookup", a->lookup, "Step 8 with n-gram lookup drafting (longest n-gram)")
       ->check(CLI::Range(1, 64))
       ->excludes(draft);
   cmd->add_option("--steps", a->steps, "Steps to walk: 1-8, 1,2,6 or bios,numa (default all)");
-  cmd->add_option("--tokens", a->tokens, "Tokens generated per run")
+  cmd->add_option("-n,--tokens", a->tokens, "Tokens generated per run")
       ->check(CLI::Range(4, 100000))
       ->capture_default_str();
   cmd->add_option("--repeat", a->repeat, "Runs per configuration, interleaved")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
   cmd->add_option("--prompt", a->prompt, "Prompt for every run");
-  cmd->add_flag("--json", a->json, "JSON (docs/json/bench.md)");
+  add_json_options(cmd, a->json, "JSON (docs/json/bench.md)");
   cmd->add_option("--chart", a->chart, "Write a waterfall of tok/s per step (SVG)")
       ->type_name("FILE.svg");
   cmd->add_flag("--from-stock", a->from_stock, "Revert applied epyctune state first");

@@ -34,7 +34,7 @@ void add_detect_command(CLI::App& app, GlobalOptions& global) {
   auto* cmd = app.add_subcommand(
       "detect", "Describe this host (identity, topology, capabilities) and the profile that fits");
   auto as_json = std::make_shared<bool>(false);
-  cmd->add_flag("--json", *as_json, "Machine-readable output (docs/json/detect.md)");
+  add_json_options(cmd, *as_json, "Machine-readable output (docs/json/detect.md)");
   cmd->callback([as_json, &global] { global.exit_code = run_detect(global, *as_json); });
 }
 

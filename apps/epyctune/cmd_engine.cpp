@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "apps/epyctune/commands.hpp"
+#include "common/text_table.hpp"
 
 namespace epyctune::cli {
 namespace {
@@ -19,20 +20,39 @@ std::string field(const nlohmann::json& j, const char* key) {
   return j[key].is_string() ? j[key].get<std::string>() : j[key].dump();
 }
 
+// One row per instance under a header; CPUS is where it runs now (its
+// threads' affinity), PLAN the CPUs its launch plan gave it.
 void print_instances(const nlohmann::json& result) {
   const auto& list = result.contains("instances") && result["instances"].is_array()
                          ? result["instances"]
                          : nlohmann::json::array();
-  if (list.empty()) fmt::print("no engine instances configured\n");
+  if (list.empty()) {
+    fmt::print("no engine instances configured\n");
+    return;
+  }
+  common::TextTable t;
+  t.row({"NAME", "STATE", "PID", "CPUS", "PLAN", "THREADS", "URL"});
+  std::vector<std::string> errors;
   for (const auto& i : list) {
     if (!i.is_object()) continue;
-    std::string line = fmt::format("{:<16} {:<10}", field(i, "name"), field(i, "state"));
-    if (!field(i, "pid").empty()) line += " pid " + field(i, "pid");
-    if (!field(i, "cpus").empty()) line += " cpus " + field(i, "cpus");
-    if (!field(i, "url").empty()) line += " " + field(i, "url");
-    fmt::print("{}\n", line);
-    if (!field(i, "last_error").empty()) fmt::print("  last error: {}\n", field(i, "last_error"));
+    std::string state = field(i, "state");
+    auto tone = state == "running"                        ? common::Tone::good
+                : state == "failed" || state == "backoff" ? common::Tone::bad
+                                                          : common::Tone::plain;
+    std::string threads =
+        i.contains("threads") && i["threads"].is_array() ? std::to_string(i["threads"].size()) : "";
+    t.row({field(i, "name"),
+           {state, tone},
+           field(i, "pid"),
+           instance_cpus(i),
+           field(i, "cpus"),
+           threads,
+           field(i, "url")});
+    if (!field(i, "last_error").empty())
+      errors.push_back(fmt::format("{}: last error: {}", field(i, "name"), field(i, "last_error")));
   }
+  fmt::print("{}", t.render(common::colour_for(STDOUT_FILENO)));
+  for (const auto& e : errors) fmt::print("{}\n", e);
 }
 
 int run_engine(const std::string& action, const EngineArgs& a, const GlobalOptions& g) {
@@ -77,7 +97,7 @@ void add_engine_command(CLI::App& app, GlobalOptions& global) {
     auto args = std::make_shared<EngineArgs>();
     auto* sub = cmd->add_subcommand(name, help);
     sub->add_option("--name", args->name, "One instance, by its name in the daemon's config");
-    sub->add_flag("--json", args->json, "The daemon's reply as JSON");
+    add_json_options(sub, args->json, "The daemon's reply as JSON");
     std::string action = name;
     sub->callback(
         [args, action, &global] { global.exit_code = run_engine(action, *args, global); });

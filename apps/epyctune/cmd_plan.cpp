@@ -1,6 +1,7 @@
-// `epyctune plan --profile NAME|FILE [--json] [--force] [--steps ...]`: the
-// partition and every knob's current value, desired value and status. Reads
-// only: safe on a live host without root.
+// `epyctune plan --profile NAME|FILE [--json] [--force] [--steps ...]
+// [--changed-only]`: the partition and every knob's current value, desired
+// value and status (per-CPU knobs folded into CPU lists; -v shows each).
+// Reads only: safe on a live host without root.
 #include <fmt/format.h>
 
 #include "apps/epyctune/commands.hpp"
@@ -13,7 +14,7 @@ namespace {
 
 struct PlanArgs {
   std::string profile, steps;
-  bool json = false, force = false;
+  bool json = false, force = false, changed_only = false;
 };
 
 int run_plan(const PlanArgs& a, const GlobalOptions& g) {
@@ -23,7 +24,7 @@ int run_plan(const PlanArgs& a, const GlobalOptions& g) {
     if (a.json)
       fmt::print("{}\n", stack::plan_to_json(s, plans).dump(2));
     else
-      fmt::print("{}", stack::plan_to_text(s, plans));
+      fmt::print("{}", stack::plan_to_text(s, plans, text_options(g, a.changed_only)));
     return kExitOk;
   } catch (const std::exception& e) {
     fmt::print(stderr, "epyctune plan: {}\n", e.what());
@@ -38,9 +39,10 @@ void add_plan_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_option("--profile", args->profile,
                   "Built-in profile (9754, epyc-9354, ...) or a TOML file")
       ->required();
-  cmd->add_flag("--json", args->json, "Machine-readable output (schema in docs/json/stack.md)");
+  add_json_options(cmd, args->json, "Machine-readable output (schema in docs/json/stack.md)");
   cmd->add_flag("--force", args->force, "Plan even when the profile does not match this host");
   cmd->add_option("--steps", args->steps, "Steps to plan: 1,2,6 or bios,numa or 1-4 (default all)");
+  cmd->add_flag("--changed-only", args->changed_only, "Show only the knobs apply would change");
   cmd->callback([args, &global] { global.exit_code = run_plan(*args, global); });
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -12,11 +13,13 @@
 
 #include "apps/epyctune/commands.hpp"
 #include "common/cpulist.hpp"
+#include "common/text_table.hpp"
 #include "host/capabilities.hpp"
 #include "host/discover.hpp"
 #include "profile/detect.hpp"
 #include "profile/generate.hpp"
 #include "profile/loader.hpp"
+#include "stack/applied.hpp"
 
 namespace epyctune::cli {
 namespace {
@@ -30,10 +33,26 @@ struct ProfileArgs {
   bool force = false;
 };
 
-// Built-ins and the sysroot's /etc/epyctune/profiles, marking overrides.
+// The profile the journal says is applied, "" when none (or the journal
+// cannot be read: listing profiles needs no journal, so that is a warning).
+std::string active_profile(const host::Sysroot& root) {
+  try {
+    auto st = stack::read_applied_state(root);
+    return st.applied ? st.profile : "";
+  } catch (const std::exception& e) {
+    spdlog::warn("profile list: cannot tell the active profile: {}", e.what());
+    return "";
+  }
+}
+
+// Built-ins and the sysroot's /etc/epyctune/profiles, marking overrides and,
+// like `tuned-adm list`, the active one.
 int run_list(const GlobalOptions& g, bool as_json) {
   host::Sysroot root(g.sysroot);
+  const std::string active = active_profile(root);
+  bool active_listed = false;
   nlohmann::json out = nlohmann::json::array();
+  common::TextTable table;
   int bad = 0;
   for (const auto& l : profile::list_profile_sources(&root)) {
     std::string from = l.file.empty()        ? "built-in"
@@ -46,22 +65,36 @@ int run_list(const GlobalOptions& g, bool as_json) {
     }
     try {
       auto p = profile::load_profile(l.name, &root);
+      bool is_active = !active.empty() && (p.name == active || l.name == active);
+      active_listed |= is_active;
       if (as_json)
         out.push_back({{"name", l.name},
                        {"aliases", p.aliases},
                        {"description", p.description},
                        {"source", l.file.empty() ? "built-in" : l.file},
-                       {"overrides_builtin", l.overrides_builtin}});
+                       {"overrides_builtin", l.overrides_builtin},
+                       {"active", is_active}});
       else
-        fmt::print("{:<14} {:<16} {}{}\n", l.name,
+        // The name stays first on its line: scripts read `profile list` by it.
+        table.row({{l.name, is_active ? common::Tone::heading : common::Tone::plain},
+                   {is_active ? "active" : "", common::Tone::good},
                    p.aliases.empty() ? "" : fmt::format("({})", fmt::join(p.aliases, ", ")),
-                   p.description, l.file.empty() ? "" : fmt::format("  [{}]", from));
+                   p.description + (l.file.empty() ? "" : fmt::format("  [{}]", from))});
     } catch (const profile::ProfileError& e) {
       ++bad;
       fmt::print(stderr, "{}\n", e.what());
     }
   }
-  if (as_json) std::cout << out.dump(2) << "\n";
+  if (as_json) {
+    std::cout << out.dump(2) << "\n";
+  } else {
+    std::cout << table.render(common::colour_for(STDOUT_FILENO));
+    if (active.empty())
+      std::cout << "\nNo profile is applied.\n";
+    else
+      std::cout << fmt::format("\nActive profile: {}{}\n", active,
+                               active_listed ? "" : " (a profile file not listed here)");
+  }
   return bad ? kExitError : kExitOk;
 }
 
@@ -199,13 +232,13 @@ void add_profile_command(CLI::App& app, GlobalOptions& global) {
   auto a = std::make_shared<ProfileArgs>();
   auto* list = cmd->add_subcommand(
       "list", "The built-in profiles and /etc/epyctune/profiles/*.toml, which override them");
-  list->add_flag("--json", a->json, "Machine-readable output");
+  add_json_options(list, a->json, "Machine-readable output");
   list->callback([a, &global] { global.exit_code = run_list(global, a->json); });
   auto* show =
       cmd->add_subcommand("show", "A profile after includes, with where each key came from");
   show->add_option("NAME", a->name, "Built-in name or alias (9754, epyc-9754) or a file")
       ->required();
-  show->add_flag("--json", a->json, "Machine-readable output");
+  add_json_options(show, a->json, "Machine-readable output");
   show->callback([a, &global] { global.exit_code = run_show(global, a->name, a->json); });
   auto* val = cmd->add_subcommand(
       "validate", "Check profile files; with --sysroot/--topology also against that host");
@@ -216,7 +249,7 @@ void add_profile_command(CLI::App& app, GlobalOptions& global) {
       "Write a complete, commented profile for this host (or --sysroot DIR / --topology X.xml)");
   gen->add_option("-o,--output", a->output, "Write the profile here (default: standard output)");
   gen->add_option("--model", a->model, "The target's GGUF file: sizes the hugepages");
-  gen->add_option("--model-draft", a->model_draft,
+  gen->add_option("--draft,--model-draft", a->model_draft,
                   "The draft's GGUF file: sizes the hugepages and the draft's L3 domains");
   gen->add_option("--name", a->generated_name,
                   "The profile's name (default: from the part, e.g. epyc-7451-2s-generated)");

@@ -11,21 +11,23 @@
 
 #include "apps/epyctune/commands.hpp"
 #include "host/shutdown.hpp"
+#include "stack/outcome_report.hpp"
 #include "stack/revert.hpp"
 
 namespace epyctune::cli {
 namespace {
 
-int print_result(const stack::RevertResult& r, const nlohmann::json& j, bool json) {
+// Text: each value on one line (a file's text as its first line and a line
+// count), per-CPU knobs folded unless -v; --json has every byte.
+int print_result(const stack::RevertResult& r, const nlohmann::json& j, bool json,
+                 const stack::TextOptions& text) {
   if (json) {
     fmt::print("{}\n", j.dump(2));
   } else {
-    for (const auto& o : r.knobs)
-      if (o.status != stack::KnobStatus::Unchanged)
-        fmt::print("  {:<9} {}/{}: {} -> {}{}\n", stack::to_string(o.status), o.step, o.name,
-                   o.before, o.after, o.reason.empty() ? "" : "  (" + o.reason + ")");
+    fmt::print("{}", stack::outcomes_to_text(r.knobs, text));
     for (const auto& n : r.notes) fmt::print("note: {}\n", n);
     if (r.had_journal) fmt::print("reverted {} journaled knob(s)\n", r.knobs.size());
+    fmt::print("{}", stack::outcomes_next_step(r.knobs, true));
   }
   if (!r.error.empty()) fmt::print(stderr, "epyctune revert: {}\n", r.error);
   return r.exit_code;
@@ -46,10 +48,10 @@ stack::RevertResult revert_result_from_json(const nlohmann::json& j) {
   return r;
 }
 
-int run_via_daemon(control::Client& d, bool json) {
+int run_via_daemon(control::Client& d, bool json, const stack::TextOptions& text) {
   try {
     auto result = d.call("revert", nlohmann::json::object(), kDaemonWriteTimeoutMs);
-    return print_result(revert_result_from_json(result), result, json);
+    return print_result(revert_result_from_json(result), result, json, text);
   } catch (const control::ProtocolError& e) {
     fmt::print(stderr, "epyctune revert: {}\n", describe(e, "revert"));
     return exit_code_for(e);
@@ -60,12 +62,13 @@ int run_via_daemon(control::Client& d, bool json) {
 }
 
 int run_revert(bool json, bool direct, const GlobalOptions& g) {
+  const auto text = text_options(g, false);
   if (!direct)
-    if (auto d = connect_daemon(g)) return run_via_daemon(*d, json);
+    if (auto d = connect_daemon(g)) return run_via_daemon(*d, json, text);
   try {
     spdlog::info("revert: journal under {}", g.sysroot);
     auto r = stack::revert_journal(host::Sysroot(g.sysroot));
-    return print_result(r, stack::to_json(r), json);
+    return print_result(r, stack::to_json(r), json, text);
   } catch (const std::exception& e) {
     fmt::print(stderr, "epyctune revert: {}\n", e.what());
     return kExitError;
@@ -87,7 +90,7 @@ void add_revert_command(CLI::App& app, GlobalOptions& global) {
   auto direct = std::make_shared<bool>(false);
   auto unless_shutdown = std::make_shared<bool>(false);
   auto* cmd = app.add_subcommand("revert", "Restore every value epyctune changed, newest first");
-  cmd->add_flag("--json", *json, "JSON output");
+  add_json_options(cmd, *json, "JSON output");
   cmd->add_flag("--direct", *direct,
                 "Revert here even when epyctuned runs (both take the same state lock)");
   cmd->add_flag("--unless-shutdown", *unless_shutdown,

@@ -1,5 +1,6 @@
 // `epyctune run --profile NAME --model T.gguf [--draft D.gguf | --lookup N]
-//   [--prompt TEXT | --file F] [-n N] [--json] [--apply] [--force]`:
+//   [--prompt TEXT | --file F] [-n|--tokens N] [--json] [--apply] [--force]`:
+// (--draft is also --model-draft and -md, as the engine spells it)
 // the engine on this host's applied partition. The tuner starts the
 // epyctune-engine binary (found beside this one) with the launch config the
 // stack wrote, rather than linking the model code: the tuner stays small and
@@ -117,15 +118,15 @@ void add_run_command(CLI::App& app, GlobalOptions& global) {
       "run", "Run the engine on this host's applied partition (the launch config of steps 7-8)");
   cmd->add_option("--profile", a->profile, "Built-in profile or a TOML file")->required();
   cmd->add_option("--model", a->model, "Target model (GGUF)")->required()->check(CLI::ExistingFile);
-  auto* draft =
-      cmd->add_option("--draft", a->draft, "Draft model (GGUF)")->check(CLI::ExistingFile);
+  auto* draft = cmd->add_option("--draft,--model-draft", a->draft, "Draft model (GGUF); also -md")
+                    ->check(CLI::ExistingFile);
   cmd->add_option("--lookup", a->lookup, "N-gram lookup drafting, longest n-gram N")
       ->check(CLI::Range(1, 64))
       ->excludes(draft);
   cmd->add_option("--prompt", a->prompt, "Prompt text");
   cmd->add_option("--file", a->file, "Read the prompt from a file");
-  cmd->add_option("-n", a->n_predict, "Tokens to generate")->capture_default_str();
-  cmd->add_flag("--json", a->json, "The engine's JSON instead of streamed text");
+  cmd->add_option("-n,--tokens", a->n_predict, "Tokens to generate")->capture_default_str();
+  add_json_options(cmd, a->json, "The engine's JSON instead of streamed text");
   cmd->add_flag("--apply", a->apply, "Apply the profile first when it is not applied");
   cmd->add_flag("--force", a->force, "Run even when the profile does not match this host");
   cmd->footer(

@@ -122,10 +122,9 @@ std::string daemon_text(const nlohmann::json& d, const std::string& socket) {
   if (d.contains("instances") && d["instances"].is_array())
     for (const auto& i : d["instances"])
       if (i.is_object())
-        s += fmt::format(
-            "         instance {}: {}{}\n", i.value("name", "?"), i.value("state", "?"),
-            i.contains("cpus") && i["cpus"].is_string() ? " on CPUs " + i["cpus"].get<std::string>()
-                                                        : "");
+        s +=
+            fmt::format("         instance {}: {}{}\n", i.value("name", "?"), i.value("state", "?"),
+                        instance_cpus(i).empty() ? "" : " on CPUs " + instance_cpus(i));
   return s;
 }
 
@@ -156,7 +155,7 @@ void add_status_command(CLI::App& app, GlobalOptions& global) {
       "status", "What is applied: profile, steps, since when, journaled knobs, pending reboot");
   auto as_json = std::make_shared<bool>(false);
   auto direct = std::make_shared<bool>(false);
-  cmd->add_flag("--json", *as_json, "Machine-readable output (docs/json/status.md)");
+  add_json_options(cmd, *as_json, "Machine-readable output (docs/json/status.md)");
   cmd->add_flag("--direct", *direct, "Do not ask epyctuned for its status");
   cmd->callback(
       [as_json, direct, &global] { global.exit_code = run_status(global, *as_json, *direct); });

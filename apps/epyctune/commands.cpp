@@ -3,6 +3,10 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <set>
+
+#include "common/cpulist.hpp"
+#include "common/text_table.hpp"
 #include "control/protocol.hpp"
 #include "host/sysroot.hpp"
 
@@ -11,6 +15,38 @@ namespace epyctune::cli {
 std::vector<RegisterFn>& registry() {
   static std::vector<RegisterFn> fns;
   return fns;
+}
+
+stack::TextOptions text_options(const GlobalOptions& g, bool changed_only, int fd) {
+  return {g.verbose > 0, changed_only, fd >= 0 && common::colour_for(fd)};
+}
+
+std::string instance_cpus(const nlohmann::json& i) {
+  auto text = [&](const char* k) {
+    return i.contains(k) && i[k].is_string() ? i[k].get<std::string>() : std::string();
+  };
+  if (i.contains("threads") && i["threads"].is_array() && !i["threads"].empty()) {
+    std::set<int> cpus;
+    try {
+      for (const auto& t : i["threads"])
+        if (t.is_object() && t.contains("cpus") && t["cpus"].is_string())
+          for (int c : common::parse_cpulist(t["cpus"].get<std::string>())) cpus.insert(c);
+      if (!cpus.empty()) return common::format_cpulist({cpus.begin(), cpus.end()});
+    } catch (const std::invalid_argument& e) {
+      spdlog::warn("an instance's thread CPUs do not parse: {}", e.what());
+    }
+  }
+  return !text("host_cpus").empty() ? text("host_cpus") : text("cpus");
+}
+
+void add_json_options(CLI::App* cmd, bool& json, const std::string& help) {
+  auto* flag = cmd->add_flag("--json", json, help);
+  cmd->add_option_function<std::string>(
+         "--format", [&json](const std::string& f) { json = f == "json"; },
+         "text (the default) or json; --format json is --json")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->type_name("text|json")
+      ->excludes(flag);
 }
 
 stack::Session open_session(const GlobalOptions& g, const std::string& profile,

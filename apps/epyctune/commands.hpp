@@ -2,6 +2,8 @@
 // Registrar, so adding a command never edits main.cpp.
 #pragma once
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -12,6 +14,7 @@
 #include "control/client.hpp"
 #include "stack/apply.hpp"
 #include "stack/session.hpp"
+#include "stack/text_report.hpp"
 
 namespace epyctune::cli {
 
@@ -49,6 +52,20 @@ std::string describe(const control::ProtocolError& e, const std::string& method)
 // One knob outcome as stack::to_json(KnobOutcome) wrote it (the daemon's
 // apply and revert results), for the same text rendering as the direct path.
 stack::KnobOutcome knob_outcome_from_json(const nlohmann::json& j);
+
+// How human text is shown: per-CPU rows with -v (--verbose), colour when
+// `fd` is a terminal and NO_COLOR is not set (-1: text for a file, no colour).
+stack::TextOptions text_options(const GlobalOptions& g, bool changed_only, int fd = STDOUT_FILENO);
+
+// JSON output, spelled both ways the binaries spell it: `--json` and
+// `--format json` (`--format text` is the default). Either sets `json`; the
+// two together are refused, so no order of them is ambiguous.
+void add_json_options(CLI::App* cmd, bool& json, const std::string& help);
+
+// Where an engine instance of the daemon's status runs: the union of its
+// threads' CPUs when it has threads, else the host CPUs it is confined to,
+// else its plan's CPUs ("" when the reply has none of them).
+std::string instance_cpus(const nlohmann::json& instance);
 
 using RegisterFn = void (*)(CLI::App& app, GlobalOptions& global);
 std::vector<RegisterFn>& registry();

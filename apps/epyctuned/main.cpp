@@ -14,6 +14,7 @@
 #include <spdlog/sinks/systemd_sink.h>
 #endif
 
+#include "apps/usage_hint.hpp"
 #include "common/version.hpp"
 #include "daemon/daemon.hpp"
 
@@ -75,7 +76,14 @@ int main(int argc, char** argv) {
                  "Control socket (default /run/epyctune/epyctuned.sock beneath the sysroot)");
   app.add_flag("-v", verbosity, "More logging: -v debug, -vv trace");
   app.set_version_flag("--version", fmt::format("epyctuned {}", epyctune::kVersion));
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // A mistyped option is named, with the nearest known ones.
+    if (e.get_exit_code() != 0 && epyctune::usage::explain_unknown(app, {argv + 1, argv + argc}))
+      return e.get_exit_code();
+    return app.exit(e);
+  }
   setup_logging(verbosity);
   o.engine = find_engine();
   try {

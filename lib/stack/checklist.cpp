@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -10,8 +11,10 @@
 #include <string_view>
 #include <utility>
 
+#include "common/did_you_mean.hpp"
 #include "common/prometheus.hpp"
 #include "common/text.hpp"
+#include "common/text_table.hpp"
 
 namespace epyctune::stack {
 
@@ -71,6 +74,70 @@ std::string md_cell(const std::string& s) {
   return o;
 }
 
+std::pair<std::string, common::Tone> mark_of(const CheckLine& l) {
+  if (l.needs_root) return {"[root]", common::Tone::warn};
+  switch (l.result) {
+    case CheckResult::Pass:
+      return {"[ok]", common::Tone::good};
+    case CheckResult::Fail:
+      return {"[FAIL]", common::Tone::bad};
+    case CheckResult::Skip:
+      break;
+  }
+  return {"[skip]", common::Tone::dim};
+}
+
+// "prefetch/CPUs 0-255 PrefetchControl, ...": what could not be read.
+std::string needing_root(const Checklist& c) {
+  std::vector<FoldInput> in;
+  std::vector<const CheckLine*> lines;
+  for (const auto& l : c.lines)
+    if (l.needs_root) {
+      in.push_back({l.name, l.step});
+      lines.push_back(&l);
+    }
+  std::string out;
+  auto rows = fold_rows(in, true);
+  for (size_t i = 0; i < rows.size() && i < 6; ++i)
+    out += (i ? ", " : "") + lines[rows[i].members.front()]->step + "/" + rows[i].name;
+  if (rows.size() > 6) out += fmt::format(" and {} more", rows.size() - 6);
+  return out;
+}
+
+// One row per check, or with folding one per group of per-CPU checks that
+// agree; the last line the verdict, naming what needs root.
+std::string render_table(const Checklist& c, const TextOptions& o) {
+  common::TextTable t;
+  t.row({"", "STEP", "KNOB", "EXPECTED", "ACTUAL"});
+  std::vector<FoldInput> in;
+  for (const auto& l : c.lines)
+    in.push_back({l.name, fmt::format("{}\n{}\n{}\n{}\n{}\n{}", mark_of(l).first, l.step,
+                                      l.expected, l.actual, l.reason, l.path.empty())});
+  for (const auto& row : fold_rows(in, !o.per_cpu)) {
+    const auto& l = c.lines[row.members.front()];
+    auto [mark, tone] = mark_of(l);
+    t.row({{mark, tone},
+           l.step,
+           one_line(row.name, 44),
+           one_line(l.expected, 40),
+           one_line(l.actual, 40),
+           l.reason.empty() ? "" : "-- " + one_line(l.reason, 160)});
+  }
+  std::string out = t.render(o.colour);
+  std::string counts =
+      fmt::format("{} passed, {} failed, {} skipped", c.passed, c.failed, c.skipped);
+  if (!c.ok())
+    out += "NOT VERIFIED: " + counts + "\n";
+  else if (c.needs_root > 0)
+    out += "INCOMPLETE: " + counts + "\n";
+  else
+    out += "VERIFIED: " + counts + "\n";
+  if (c.needs_root > 0)
+    out += fmt::format("{} check(s) need root, not counted as drift: {}; run verify as root\n",
+                       c.needs_root, needing_root(c));
+  return out;
+}
+
 // Each result's word, spelled once for to_string and check_result_from_string.
 constexpr std::pair<CheckResult, std::string_view> kResultWords[] = {
     {CheckResult::Pass, "pass"}, {CheckResult::Fail, "fail"}, {CheckResult::Skip, "skip"}};
@@ -117,6 +184,17 @@ Checklist make_checklist(const std::vector<KnobPlan>& plans, const std::string& 
         l.result = CheckResult::Fail;
         break;
       case PlanStatus::Unsupported:
+        if (p.read_errno == EACCES || p.read_errno == EPERM) {
+          l.result = CheckResult::Skip;
+          l.needs_root = true;
+          // No path in the reason (the path field has it): per-CPU checks
+          // that all need root then show as one row.
+          l.actual = "(unreadable)";
+          l.reason = fmt::format("needs root: reading it was refused ({})",
+                                 p.read_errno == EACCES ? "EACCES" : "EPERM");
+          c.needs_root++;
+          break;
+        }
         // A read fault is a failure even where missing knobs may be skipped.
         l.result = ignore_missing && p.read_errno == 0 ? CheckResult::Skip : CheckResult::Fail;
         l.reason = "unsupported: " + l.reason;
@@ -154,36 +232,20 @@ ChecklistFormat parse_checklist_format(const std::string& n) {
   if (n == "markdown") return ChecklistFormat::Markdown;
   for (const auto& [name, f] : kFormats)
     if (n == name) return f;
+  std::vector<std::string> names;
+  for (const auto& [name, f] : kFormats) names.emplace_back(name);
+  names.emplace_back("markdown");
+  std::string hint = common::did_you_mean(n, names);
   throw std::invalid_argument(
-      fmt::format("unknown format '{}': use table, json, md, junit or prometheus", n));
+      fmt::format("unknown format '{}'{}: use table, json, md, junit or prometheus", n,
+                  hint.empty() ? "" : " (" + hint + ")"));
 }
 
-std::string render_checklist(const Checklist& c, ChecklistFormat f) {
+std::string render_checklist(const Checklist& c, ChecklistFormat f, const TextOptions& text) {
   std::string out;
   switch (f) {
-    case ChecklistFormat::Table: {
-      size_t w_step = 4, w_name = 4, w_exp = 8;
-      for (const auto& l : c.lines) {
-        w_step = std::max(w_step, l.step.size());
-        w_name = std::max(w_name, one_line(l.name).size());
-        w_exp = std::max(w_exp, one_line(l.expected, 40).size());
-      }
-      out += fmt::format("{:<6}{:<{}}  {:<{}}  {:<{}}  {}\n", "", "STEP", w_step, "KNOB", w_name,
-                         "EXPECTED", w_exp, "ACTUAL");
-      for (const auto& l : c.lines) {
-        std::string mark = l.result == CheckResult::Pass   ? "[ok]"
-                           : l.result == CheckResult::Fail ? "[FAIL]"
-                                                           : "[skip]";
-        out +=
-            fmt::format("{:<6}{:<{}}  {:<{}}  {:<{}}  {}", mark, l.step, w_step, one_line(l.name),
-                        w_name, one_line(l.expected, 40), w_exp, one_line(l.actual, 40));
-        if (!l.reason.empty()) out += "  -- " + one_line(l.reason, 160);
-        out += "\n";
-      }
-      out += fmt::format("{}: {} passed, {} failed, {} skipped\n",
-                         c.ok() ? "VERIFIED" : "NOT VERIFIED", c.passed, c.failed, c.skipped);
-      return out;
-    }
+    case ChecklistFormat::Table:
+      return render_table(c, text);
     case ChecklistFormat::Json: {
       nlohmann::json lines = nlohmann::json::array();
       for (const auto& l : c.lines)
@@ -194,9 +256,9 @@ std::string render_checklist(const Checklist& c, ChecklistFormat f) {
                          {"actual", l.actual},
                          {"result", to_string(l.result)},
                          {"reason", l.reason}});
-      nlohmann::json j{{"schema_version", 1}, {"profile", c.profile}, {"ok", c.ok()},
-                       {"passed", c.passed},  {"failed", c.failed},   {"skipped", c.skipped},
-                       {"checks", lines}};
+      nlohmann::json j{{"schema_version", 1},        {"profile", c.profile}, {"ok", c.ok()},
+                       {"passed", c.passed},         {"failed", c.failed},   {"skipped", c.skipped},
+                       {"needs_root", c.needs_root}, {"checks", lines}};
       return j.dump(2) + "\n";
     }
     case ChecklistFormat::Markdown: {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "stack/plan.hpp"
+#include "stack/text_report.hpp"
 
 namespace epyctune::stack {
 
@@ -29,18 +30,24 @@ struct CheckLine {
   // "msr:3:0xc0000108:0x2f"): what a metric names the check by, unchanged when
   // the knob's display name is reworded. "" = the path.
   std::string id;
+  // Skipped because reading it was refused (EACCES, EPERM): the check needs
+  // root, and says nothing about drift. `reason` names the read.
+  bool needs_root = false;
 };
 
 struct Checklist {
   std::string profile;
   std::vector<CheckLine> lines;
   int passed = 0, failed = 0, skipped = 0;
+  int needs_root = 0;  // of the skipped: checks this process may not read
   // When the checks were read (Unix seconds); make_checklist sets it to now.
   int64_t timestamp_seconds = 0;
   bool ok() const { return failed == 0; }
 };
 
-// ignore_missing: unsupported knobs are skipped instead of failing.
+// ignore_missing: unsupported knobs are skipped instead of failing. A knob
+// whose read was refused for want of privilege is skipped as needs_root,
+// never failed: a monitoring agent without root sees no drift that is not there.
 Checklist make_checklist(const std::vector<KnobPlan>& plans, const std::string& profile,
                          bool ignore_missing);
 
@@ -50,6 +57,8 @@ ChecklistFormat parse_checklist_format(const std::string& name);
 // The names parse_checklist_format accepts ("markdown" is an alias of "md"
 // and not listed): verify --format's help and the bash completion's check.
 std::vector<std::string_view> checklist_format_names();
-std::string render_checklist(const Checklist& c, ChecklistFormat f);
+// `text` shapes the table only (folding, colour); every other format lists
+// every check.
+std::string render_checklist(const Checklist& c, ChecklistFormat f, const TextOptions& text = {});
 
 }  // namespace epyctune::stack

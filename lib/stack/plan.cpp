@@ -6,6 +6,8 @@
 #include <cstring>
 #include <map>
 
+#include "stack/privileges.hpp"
+
 namespace epyctune::stack {
 
 std::string to_string(PlanStatus s) {
@@ -54,6 +56,7 @@ KnobPlan plan_knob(const host::Sysroot& sys, const Knob& knob) {
     return p;
   }
   try {
+    check_pretended_read(sys, knob.loc.path);
     p.current = read_knob(sys, knob);
   } catch (const host::HostError& e) {
     spdlog::debug("read {}/{}: {}", knob.step, knob.name, e.what());

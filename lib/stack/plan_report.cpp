@@ -6,8 +6,10 @@
 #include <map>
 
 #include "common/cpulist.hpp"
+#include "common/text_table.hpp"
 #include "launch/from_profile.hpp"
 #include "stack/steps.hpp"
+#include "stack/text_report.hpp"
 
 namespace epyctune::stack {
 
@@ -39,13 +41,6 @@ std::vector<DomainRow> domain_rows(const Session& s) {
     rows.push_back(std::move(r));
   }
   return rows;
-}
-
-std::string one_line(std::string s, size_t max) {
-  std::replace(s.begin(), s.end(), '\n', ' ');
-  while (!s.empty() && s.back() == ' ') s.pop_back();
-  if (s.size() > max) s = s.substr(0, max - 3) + "...";
-  return s;
 }
 
 std::string step_title(const std::string& name, int* number) {
@@ -120,7 +115,32 @@ json plan_to_json(const Session& s, const std::vector<KnobPlan>& plans) {
   return j;
 }
 
-std::string plan_to_text(const Session& s, const std::vector<KnobPlan>& plans) {
+namespace {
+
+common::Tone tone_of(PlanStatus st) {
+  using common::Tone;
+  switch (st) {
+    case PlanStatus::Unchanged:
+      return Tone::good;
+    case PlanStatus::Change:
+      return Tone::change;
+    case PlanStatus::Unsupported:
+    case PlanStatus::Manual:
+      return Tone::bad;
+    case PlanStatus::Pending:
+      return Tone::warn;
+    case PlanStatus::Info:
+      return Tone::dim;
+  }
+  return Tone::plain;
+}
+
+std::string values_of(const KnobPlan& p) {
+  if (p.status == PlanStatus::Unchanged) return one_line(p.current.display(), 40);
+  return one_line(p.current.display(), 30) + " -> " + one_line(p.desired_display(), 40);
+}
+
+std::string header_text(const Session& s) {
   using common::format_cpulist;
   std::string out = fmt::format("Profile {} on {} ({}, {} sockets, {} cores, {} CPUs)\n",
                                 s.profile.name, s.topo.cpu.brand.empty() ? "?" : s.topo.cpu.brand,
@@ -136,39 +156,81 @@ std::string plan_to_text(const Session& s, const std::vector<KnobPlan>& plans) {
       format_cpulist(s.part.housekeeping_cpus));
   if (!s.part.idle_sibling_cpus.empty())
     out += fmt::format("  idle SMT siblings: {}\n", format_cpulist(s.part.idle_sibling_cpus));
-  out += fmt::format("  {:>3} {:>5} {:>6} {:>4}  {:<12} {:<14} {:<14} {}\n", "L3", "id", "socket",
-                     "node", "role", "draft", "verify", "housekeeping");
+  common::TextTable domains("  ");
+  domains.row({"L3", "id", "socket", "node", "role", "draft", "verify", "housekeeping"});
   for (const auto& r : domain_rows(s))
-    out += fmt::format("  {:>3} {:>5} {:>6} {:>4}  {:<12} {:<14} {:<14} {}\n", r.d->index,
-                       r.d->cache_id, r.d->socket, r.d->numa_node, r.role, format_cpulist(r.draft),
-                       format_cpulist(r.verify), format_cpulist(r.hk));
+    domains.row({std::to_string(r.d->index), std::to_string(r.d->cache_id),
+                 std::to_string(r.d->socket), std::to_string(r.d->numa_node), r.role,
+                 format_cpulist(r.draft), format_cpulist(r.verify), format_cpulist(r.hk)});
+  out += domains.render(false);
   if (s.partition_error.empty())
     out += "\nLaunch plan (steps 7-8 write it; the engine runs on it):\n" +
            launch::to_text(launch::plan_from_profile(s.profile, s.part));
-  std::string step;
-  std::map<std::string, int> summary;
+  return out;
+}
+
+// What the operator does after this plan: apply, and for boot parameters
+// update-grub and a reboot.
+std::string next_steps(const Session& s, const std::vector<KnobPlan>& plans) {
+  bool change = false, grub = false, reboot = false, pending = false;
   for (const auto& p : plans) {
-    if (p.knob.step != step) {
-      step = p.knob.step;
-      int number = 0;
-      std::string title = step_title(step, &number);
-      out += fmt::format("\nStep {} {}: {}\n", number, step, title);
-    }
-    std::string status = to_string(p.status);
-    summary[status]++;
-    std::string line =
-        fmt::format("  {:<15} {:<28} {} -> {}", status, one_line(p.knob.name, 28),
-                    one_line(p.current.display(), 30), one_line(p.desired_display(), 40));
-    if (p.status == PlanStatus::Unchanged)
-      line = fmt::format("  {:<15} {:<28} {}", status, one_line(p.knob.name, 28),
-                         one_line(p.current.display(), 40));
-    if (!p.reason.empty()) line += "  (" + one_line(p.reason, 200) + ")";
-    out += line + "\n";
+    if (p.status == PlanStatus::Pending) pending = true;
+    if (p.status != PlanStatus::Change) continue;
+    change = true;
+    grub |= is_grub_dropin(p.knob.loc.path);
+    reboot |= p.knob.reboot_required;
   }
+  if (change) {
+    std::string then = grub     ? ", then run update-grub and reboot (boot parameters)"
+                       : reboot ? ", then reboot (boot-time settings)"
+                                : "";
+    return fmt::format("Next: epyctune apply --profile {}{}\n", s.profile.name, then);
+  }
+  return boot_next_step(false, pending,
+                        "boot parameters wait for it; run update-grub first if it has not run "
+                        "since the drop-in was written");
+}
+
+}  // namespace
+
+std::string plan_to_text(const Session& s, const std::vector<KnobPlan>& plans,
+                         const TextOptions& o) {
+  std::string out = header_text(s);
+  common::TextTable table("  ");
+  std::map<std::string, int> summary;
+  for (const auto& p : plans) summary[to_string(p.status)]++;
+  for (size_t begin = 0; begin < plans.size();) {
+    size_t end = begin;
+    while (end < plans.size() && plans[end].knob.step == plans[begin].knob.step) ++end;
+    std::vector<FoldInput> in;
+    std::vector<size_t> index;
+    for (size_t i = begin; i < end; ++i) {
+      const auto& p = plans[i];
+      if (o.changed_only && p.status != PlanStatus::Change) continue;
+      in.push_back({p.knob.name, to_string(p.status) + '\n' + values_of(p) + '\n' + p.reason});
+      index.push_back(i);
+    }
+    int number = 0;
+    std::string title = step_title(plans[begin].knob.step, &number);
+    if (!in.empty()) {
+      table.line("");
+      table.line(fmt::format("Step {} {}: {}", number, plans[begin].knob.step, title),
+                 common::Tone::heading);
+    }
+    for (const auto& row : fold_rows(in, !o.per_cpu)) {
+      const auto& p = plans[index[row.members.front()]];
+      table.row({{to_string(p.status), tone_of(p.status)},
+                 one_line(row.name, 44),
+                 values_of(p),
+                 p.reason.empty() ? "" : "(" + one_line(p.reason, 200) + ")"});
+    }
+    begin = end;
+  }
+  out += table.render(o.colour);
   out += "\nSummary:";
   for (const auto& [k, n] : summary) out += fmt::format(" {} {},", n, k);
   if (out.back() == ',') out.pop_back();
-  out += "\n";
+  out += "\n" + next_steps(s, plans);
   return out;
 }
 

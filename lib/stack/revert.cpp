@@ -75,12 +75,18 @@ RevertResult revert_journal(const host::Sysroot& sys) {
     r.notes.push_back("nothing to revert: no journal at " + path);
     return r;
   }
+  // Root first: the journal is 0600, and a user who may not read it is
+  // missing a privilege (exit 4), not holding a bad journal.
+  auto missing = missing_privileges(sys, {}, "reading the journal and restoring its knobs");
   Journal journal(sys);
-  auto contents = journal.load();  // JournalError propagates: nothing restored yet
-  std::vector<std::pair<std::string, std::string>> caps;
-  for (const auto& e : contents.entries)
-    if (e.loc.kind == KnobKind::Msr) caps.emplace_back("CAP_SYS_RAWIO", "MSR " + e.loc.path);
-  auto missing = missing_privileges(sys, caps);
+  JournalContents contents;
+  if (missing.empty()) {
+    contents = journal.load();  // JournalError propagates: nothing restored yet
+    std::vector<std::pair<std::string, std::string>> caps;
+    for (const auto& e : contents.entries)
+      if (e.loc.kind == KnobKind::Msr) caps.emplace_back("CAP_SYS_RAWIO", "MSR " + e.loc.path);
+    missing = missing_privileges(sys, caps);
+  }
   if (!missing.empty()) {
     r.exit_code = kExitPrivilege;
     r.error = "not reverting, missing: ";

@@ -54,13 +54,25 @@ json canned_revert() {
   return stack::to_json(r);
 }
 
+// The plan gave "big" CPUs 0-31; its threads run on 0-7 (what it runs on is
+// what `engine status` shows, the plan's next to it).
 json canned_instances() {
   return {{"instances", json::array({{{"name", "big"},
                                       {"state", "running"},
                                       {"pid", 4242},
                                       {"cpus", "0-31"},
+                                      {"host_cpus", ""},
                                       {"url", "http://127.0.0.1:8080"},
-                                      {"last_error", ""}}})}};
+                                      {"threads", json::array({{{"tid", 1}, {"cpus", "0-3"}},
+                                                               {{"tid", 2}, {"cpus", "4-7"}}})},
+                                      {"last_error", ""}},
+                                     {{"name", "small"},
+                                      {"state", "stopped"},
+                                      {"pid", nullptr},
+                                      {"cpus", "32-47"},
+                                      {"host_cpus", "2-3"},
+                                      {"url", ""},
+                                      {"last_error", "exited with 1"}}})}};
 }
 
 // A fake epyctuned at <root>/run/epyctune/epyctuned.sock.
@@ -149,7 +161,7 @@ TEST_CASE("cli: apply goes through a running daemon and prints its result as its
 
   auto text = h.run({"apply", "--profile", "9354", "--keep-going", "--force"});
   CHECK(text.code == kExitOk);
-  CHECK(has(text.out, "bios:\n  applied      fake_knob: old-value -> new-value\n"));
+  CHECK(has(text.out, "bios:\n  applied  fake_knob  old-value -> new-value\n"));
   CHECK(has(text.out, "note: from the fake daemon"));
   CHECK(has(text.out, "changed: true, reboot required: true, 1 knob(s) already as desired"));
   CHECK(d.last().params["keep_going"] == true);
@@ -185,7 +197,7 @@ TEST_CASE("cli: revert, status and engine through the daemon") {
   CHECK(rj.code == kExitOk);
   CHECK(json::parse(rj.out) == canned_revert());
   auto rt = h.run({"revert"});
-  CHECK(has(rt.out, "  restored  bios/fake_knob: new-value -> old-value\n"));
+  CHECK(has(rt.out, "bios:\n  restored  fake_knob  new-value -> old-value\n"));
   CHECK(has(rt.out, "reverted 1 journaled knob(s)"));
   CHECK(d.last().method == "revert");
 
@@ -196,15 +208,21 @@ TEST_CASE("cli: revert, status and engine through the daemon") {
   auto st = h.run({"status"});
   CHECK(has(st.out, "nothing applied"));
   CHECK(has(st.out, "daemon:  epyctuned 9.9 (pid 42) at " + h.root()));
-  CHECK(has(st.out, "instance big: running on CPUs 0-31"));
+  CHECK(has(st.out, "instance big: running on CPUs 0-7\n"));  // where it runs, not the plan
+  CHECK(has(st.out, "instance small: stopped on CPUs 2-3\n"));
   auto direct = json::parse(h.run({"status", "--json", "--direct"}).out);
   CHECK_FALSE(direct.contains("daemon"));
 
+  // A header, then each instance where it runs (its threads' CPUs, else the
+  // host CPUs it is confined to) beside its plan's CPUs; it used to print the
+  // plan's alone, with no header: "big  running  pid 4242 cpus 0-31 ...".
   auto es = h.run({"engine", "status"});
   CHECK(es.code == kExitOk);
-  CHECK(has(es.out, "big"));
-  CHECK(has(es.out, "running"));
-  CHECK(has(es.out, "pid 4242 cpus 0-31 http://127.0.0.1:8080"));
+  CHECK(es.out ==
+        "NAME   STATE    PID   CPUS  PLAN   THREADS  URL\n"
+        "big    running  4242  0-7   0-31   2        http://127.0.0.1:8080\n"
+        "small  stopped        2-3   32-47\n"
+        "small: last error: exited with 1\n");
   CHECK(d.last().method == "engine.status");
   auto stop = h.run({"engine", "stop", "--name", "big", "--json"});
   CHECK(stop.code == kExitOk);

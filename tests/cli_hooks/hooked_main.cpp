@@ -8,6 +8,11 @@
 //                                       write, as a kill -9 would leave it
 //   EPYCTUNE_TEST_SYSTEM_STATE=STATE    systemd's SystemState ("stopping"),
 //                                       with no queued jobs, instead of PID 1's
+//   EPYCTUNE_TEST_UNPRIVILEGED=1        run as a user without root or any
+//                                       capability would, on a --sysroot tree
+//                                       too: the privilege check runs, and a
+//                                       file others may not read (0600 MSRs)
+//                                       reads as EACCES (stack/privileges.hpp)
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
@@ -15,6 +20,7 @@
 
 #include "apps/epyctune/cli_main.hpp"
 #include "host/shutdown.hpp"
+#include "stack/privileges.hpp"
 #include "write_crash.hpp"
 
 namespace {
@@ -31,6 +37,9 @@ void install_hooks() {
       return std::optional<epyctune::host::ManagerState>{{s, {}}};
     });
   }
+  const char* unprivileged = std::getenv("EPYCTUNE_TEST_UNPRIVILEGED");
+  if (unprivileged != nullptr && std::string(unprivileged) == "1")
+    epyctune::stack::set_privileges_source([] { return epyctune::stack::ProcessPrivileges{}; });
 }
 
 }  // namespace

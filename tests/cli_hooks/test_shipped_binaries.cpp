@@ -34,4 +34,5 @@ TEST_CASE("the shipped binaries hold no EPYCTUNE_TEST_ variable") {
 TEST_CASE("the search finds the hooks where they are: the tests' build of the CLI") {
   CHECK(holds(EPYCTUNE_HOOKED_BIN, kPrefix + "CRASH_AFTER_WRITES"));
   CHECK(holds(EPYCTUNE_HOOKED_BIN, kPrefix + "SYSTEM_STATE"));
+  CHECK(holds(EPYCTUNE_HOOKED_BIN, kPrefix + "UNPRIVILEGED"));
 }
