@@ -38,7 +38,7 @@ fail() {
 # CLI11's --help layout, as the completion reads it.
 subcommands() { "$@" --help 2>/dev/null | sed -n '/^Subcommands:/,/^$/p' | grep -Eo '^  [a-z][a-z0-9-]*' | tr -d ' '; }
 # Every name of every option: "-n" and "--n-predict" from "  -n,--n-predict INT".
-option_names() { "$@" --help 2>/dev/null | grep -Eo '^  -[^ ]+' | tr -d ' ' | tr ',' '\n' | grep -v -e '^-h$' -e '^--help$'; }
+option_names() { "$@" --help 2>/dev/null | grep -Eo '^  -[^ ]+' | tr -d ' ' | tr ',' '\n' | sed 's/{.*}$//' | grep -v -e '^-h$' -e '^--help$'; }
 # The command paths of a program: "", each subcommand, each nested one.
 command_paths() {
   local bin=$1 sub nested
