@@ -143,17 +143,20 @@ void print_summary(const eng::serving::Engine& e, const RunResult& r,
                "load %.3f s\n",
                static_cast<long long>(st.generated), st.generate_s, st.tokens_per_second(),
                r.prompt.size(), st.prompt_s, e.load_seconds());
-  if (e.speculative())
-    std::fprintf(stderr,
-                 "[spec] mode %s (%s); drafted %lld accepted %lld (%.1f%%), %.2f accepted per "
-                 "target pass, %lld passes (%lld on every CPU, drafting paused), %lld "
-                 "short-draft tokens dropped; draft %.3f s, verify %.3f s, wait %.3f s\n",
-                 eng::speculative::spec_mode_name(e.mode()), e.plan().reason.c_str(),
-                 static_cast<long long>(st.drafted), static_cast<long long>(st.accepted),
-                 100.0 * st.acceptance_rate(), st.mean_accepted(),
-                 static_cast<long long>(st.target_passes),
-                 static_cast<long long>(st.every_cpu_passes), static_cast<long long>(st.dropped),
-                 st.draft_s, st.verify_s, st.wait_s);
+  if (!e.speculative()) return;
+  // Partitioned: how many passes ran on both sides' CPUs while drafting paused.
+  const std::string handback = e.partitioned() ? " (" + std::to_string(st.every_cpu_passes) +
+                                                     " on every CPU, drafting paused)"
+                                               : "";
+  std::fprintf(stderr,
+               "[spec] mode %s (%s); drafted %lld accepted %lld (%.1f%%), %.2f accepted per "
+               "target pass, %lld passes%s, %lld short-draft tokens dropped; draft %.3f s, "
+               "verify %.3f s, wait %.3f s\n",
+               eng::speculative::spec_mode_name(e.mode()), e.plan().reason.c_str(),
+               static_cast<long long>(st.drafted), static_cast<long long>(st.accepted),
+               100.0 * st.acceptance_rate(), st.mean_accepted(),
+               static_cast<long long>(st.target_passes), handback.c_str(),
+               static_cast<long long>(st.dropped), st.draft_s, st.verify_s, st.wait_s);
 }
 
 int run_generate(const GenerateArgs& a, bool prompt_given) {
