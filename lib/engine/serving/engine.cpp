@@ -205,10 +205,13 @@ void Engine::make_pools() {
   if (handback_) {
     // The verify side's CPUs first: the thread that drives the target is
     // worker 0 of both of its pools, pinned to the same CPU.
-    std::vector<int> every = plan_.verify.cpus;
-    every.insert(every.end(), plan_.draft.cpus.begin(), plan_.draft.cpus.end());
-    every_pool_ =
-        planned ? launch_->make_every_pool() : std::make_unique<runtime::ThreadPool>(every);
+    if (planned) {
+      every_pool_ = launch_->make_every_pool();
+    } else {
+      std::vector<int> every = plan_.verify.cpus;
+      every.insert(every.end(), plan_.draft.cpus.begin(), plan_.draft.cpus.end());
+      every_pool_ = std::make_unique<runtime::ThreadPool>(std::move(every));
+    }
   }
 }
 

@@ -198,7 +198,7 @@ std::vector<int32_t> Generator::generate(std::span<const int32_t> prompt, int n_
   std::unique_ptr<PipelinedFeed> pipe;
   if (opt_.mode == SpecMode::partitioned && drafter.has_model())
     pipe = std::make_unique<PipelinedFeed>(drafter, 2 * opt_.draft_len + 1, opt_.draft_thread_init);
-  DraftFeed* feed = pipe ? static_cast<DraftFeed*>(pipe.get()) : &shared;
+  DraftFeed* feed = feed_of(pipe, shared);
   std::optional<AdaptiveController> ctl;
   if (opt_.adaptive) ctl.emplace(adaptive_options(opt_), opt_.cost);
   Layout layout(opt_.set_layout, pipe.get(), ctl.has_value());
