@@ -2,6 +2,7 @@
 // (draft model, n-gram lookup, or both) with the draft and the target either
 // time-sharing the CPUs or each on its own pinned, NUMA-bound partition.
 // Loading and decoding are the serving library's Engine, shared with `serve`.
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -58,6 +59,8 @@ nlohmann::json stats_json(const eng::speculative::SpecStats& st) {
       {"discarded", st.discarded},
       {"dropped", st.dropped},
       {"every_cpu_passes", st.every_cpu_passes},
+      {"shared_rounds", st.shared_rounds},
+      {"layout_switches", st.layout_switches},
       {"draft_s", st.draft_s},
       {"verify_s", st.verify_s},
       {"wait_s", st.wait_s},
@@ -144,10 +147,15 @@ void print_summary(const eng::serving::Engine& e, const RunResult& r,
                static_cast<long long>(st.generated), st.generate_s, st.tokens_per_second(),
                r.prompt.size(), st.prompt_s, e.load_seconds());
   if (!e.speculative()) return;
-  // Partitioned: how many passes ran on both sides' CPUs while drafting paused.
-  const std::string handback = e.partitioned() ? " (" + std::to_string(st.every_cpu_passes) +
-                                                     " on every CPU, drafting paused)"
-                                               : "";
+  // Partitioned: how many passes ran on both sides' CPUs, drafting paused or
+  // time-shared there (auto's layout choice), and how often the layout moved.
+  std::string handback;
+  if (e.partitioned() && st.shared_rounds + st.layout_switches == 0)
+    handback = " (" + std::to_string(st.every_cpu_passes) + " on every CPU, drafting paused)";
+  else if (e.partitioned())
+    handback = fmt::format(
+        " ({} on every CPU: {} drafting time-shared, the rest plain; layout moved {} times)",
+        st.every_cpu_passes, st.shared_rounds, st.layout_switches);
   std::fprintf(stderr,
                "[spec] mode %s (%s); drafted %lld accepted %lld (%.1f%%), %.2f accepted per "
                "target pass, %lld passes%s, %lld short-draft tokens dropped; draft %.3f s, "

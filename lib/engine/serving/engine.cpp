@@ -34,6 +34,9 @@ uint64_t file_bytes(const std::string& path) {
 // from round to round while the split is fixed for the run, so a middling one.
 constexpr int kSplitK = 4;
 
+// Proposals a run must have verified for its acceptance to seed the next's layout.
+constexpr int64_t kAcceptEvidence = 16;
+
 void check_allowed(const std::optional<std::vector<int>>& cpus, const char* field) {
   if (!cpus) return;
   if (auto why = runtime::unusable_cpus(*cpus); !why.empty()) throw common::FieldError(field, why);
@@ -181,11 +184,12 @@ Engine::Engine(EngineConfig cfg) : cfg_(std::move(cfg)) {
   const bool planned = launch_ && launch_->has_partition();
   plan_ = planned ? launch_partition(cfg_, *launch_) : own_partition(cfg_);
   // Drafting adaptively on a partition: the controller may stop drafting,
-  // and the draft's CPUs then go to the target. The engine's own partition
-  // in auto mode: load() settles whether to partition at all.
+  // and the draft's CPUs then go to the target. In auto mode each run also
+  // moves its drafting rounds between time-sharing every CPU and the
+  // partition, as the acceptance it sees makes the one or the other faster.
   handback_ = partitioned() && cfg_.draft_adaptive;
-  decide_mode_ = handback_ && !planned && cfg_.spec_mode == speculative::ModeRequest::automatic &&
-                 !cfg_.draft_cpus && !cfg_.verify_cpus && cfg_.draft_threads == 0;
+  choose_layout_ = handback_ && cfg_.spec_mode == speculative::ModeRequest::automatic &&
+                   !cfg_.draft_cpus && !cfg_.verify_cpus && cfg_.draft_threads == 0;
 }
 
 Engine::~Engine() = default;
@@ -269,9 +273,10 @@ void Engine::load(const LoadProgress& progress) {
 }
 
 // The adaptive controller's seed: the target's pass time per batch size and
-// the draft's single-token pass, cached per model file, CPUs and ISA. With a
+// the draft's single-token pass, cached per model file, CPUs and ISA (a
+// first run probes them in a second or two: cost_model.hpp). With a
 // hand-back, also the plain pass on every CPU; in auto mode, both layouts
-// whole, to settle the mode.
+// whole, for each run to choose between.
 void Engine::measure_costs() {
   const std::string isa = kernels::isa_name(kernels::active_isa());
   const int k1 = cfg_.draft_max + 1;
@@ -302,23 +307,16 @@ void Engine::measure_costs() {
   if (!handback_) return;
   set_layout(true);
   const auto every =
-      layout(*every_pool_, *every_pool_, decide_mode_ ? k1 : 1, decide_mode_, "every CPU, ");
+      layout(*every_pool_, *every_pool_, choose_layout_ ? k1 : 1, choose_layout_, "every CPU, ");
   set_layout(false);
   cost_.handback_plain_s = every.target.at(1);
-  if (!decide_mode_) return;
-  const auto d = speculative::choose_mode({every, cost_}, cfg_.draft_max);
-  if (d.partitioned) {
-    plan_.reason += "; " + d.reason;
-    return;
-  }
-  // Time-sharing wins here: both models onto every CPU for good.
-  set_layout(true);
-  plan_ = speculative::shared_plan(plan_);
-  plan_.reason = d.reason;
-  verify_pool_ = std::move(every_pool_);
-  draft_pool_.reset();
-  handback_ = false;
-  cost_ = every;
+  if (!choose_layout_) return;
+  layouts_ = speculative::LayoutCosts{every, cost_};
+  const auto d = speculative::choose_mode(*layouts_, cfg_.draft_max);
+  plan_.reason +=
+      "; auto: each run drafts time-shared on every CPU or on the partition, "
+      "whichever its acceptance makes faster (" +
+      d.reason + ")";
 }
 
 CausalLM* Engine::drafting_model() const {
@@ -370,6 +368,10 @@ Completion Engine::generate(std::span<const int32_t> prompt, int n_predict,
   if (launch_ && launch_->has_partition() && partitioned())
     so.draft_thread_init = [this] { draft_thread_init(); };
   if (handback_ && so.adaptive) so.set_layout = [this](bool every) { set_layout(every); };
+  if (layouts_ && so.adaptive) {
+    so.layouts = layouts_;
+    so.layout_accept = layout_accept_;
+  }
   speculative::Generator gen(*target_, drafting_model(), sampler, so);
 
   Completion c;
@@ -383,6 +385,8 @@ Completion Engine::generate(std::span<const int32_t> prompt, int n_predict,
     return true;
   });
   c.stats = gen.stats();
+  // The next run starts in the layout this draft's acceptance favoured.
+  if (c.stats.drafted >= kAcceptEvidence) layout_accept_ = c.stats.acceptance_rate();
   c.finish = eog || c.stopped_by_sink ? FinishReason::stop : FinishReason::length;
   return c;
 }

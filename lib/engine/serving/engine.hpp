@@ -148,8 +148,13 @@ class Engine {
   std::unique_ptr<runtime::ThreadPool> verify_pool_, draft_pool_;
   // Every CPU of both sides, for the rounds that hand the draft's to the target.
   std::unique_ptr<runtime::ThreadPool> every_pool_;
-  bool handback_ = false;     // partitioned, adaptive, the engine's own partition
-  bool decide_mode_ = false;  // auto: load() settles shared or partitioned
+  bool handback_ = false;  // partitioned and adaptive
+  // Auto mode on a partition: each run chooses the layout of its rounds
+  // (SpecOptions::layouts) from both layouts' costs, starting from the
+  // acceptance the last run saw.
+  bool choose_layout_ = false;
+  std::optional<speculative::LayoutCosts> layouts_;
+  double layout_accept_ = speculative::kModeChoiceAccept;
   std::unique_ptr<LlamaModel> target_, draft_;
   std::unique_ptr<speculative::ParallelDraftModel> pard_;  // wraps draft_ when it is PARD-style
   std::unique_ptr<Tokenizer> tok_;

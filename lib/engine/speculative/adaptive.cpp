@@ -20,12 +20,28 @@ AdaptiveController::AdaptiveController(AdaptiveOptions opt, const CostModel& see
   const int slots = seed_.parallel_draft ? opt_.max_k : std::max(opt_.max_k, opt_.max_run_age);
   tried_.assign(static_cast<size_t>(slots), 0.0);
   acc_.assign(static_cast<size_t>(slots), 0.0);
+  seed_prior();
+}
+
+void AdaptiveController::seed_prior() {
+  prior_ = {};
   const auto& t = seed_.target;
   std::vector<std::pair<double, double>> pts;
   for (int n = 1; n <= opt_.max_k + 1; ++n)
     if (std::find(t.n.begin(), t.n.end(), n) != t.n.end() || n == 1 || n == opt_.max_k + 1)
       pts.emplace_back(n, t.at(n));
   for (const auto& [x, y] : pts) prior_.add(x, y, opt_.cost_prior_weight / double(pts.size()));
+}
+
+void AdaptiveController::reseed(const CostModel& seed) {
+  // A parallel draft's acceptance slots count positions, a sequential one's
+  // run ages: the slots keep their meaning only for the same kind of draft.
+  if (seed.parallel_draft != seed_.parallel_draft)
+    throw std::invalid_argument("reseed: the draft's kind cannot change within a run");
+  seed_ = seed;
+  seed_prior();
+  obs_ = {}, slope_obs_ = {};
+  scale_sum_ = scale_w_ = wait_sum_ = wait_w_ = plain_sum_ = plain_w_ = 0.0;
 }
 
 double AdaptiveController::pooled_accept(double extra_accepted) const {

@@ -84,6 +84,12 @@ class AdaptiveController {
   double rate(int k) const { return expected_tokens(k) / round_seconds(k); }
   int best_k() const;  // argmax of rate over 1..max_k
   int backoff() const { return backoff_; }
+  // The acceptance of a proposal, all positions pooled with the prior.
+  double acceptance() const { return pooled_accept(); }
+  // Costs of another layout from the next round on (the run moved between
+  // shared and partitioned): the timings so far were of the old layout and
+  // are dropped, what the rounds showed of the draft's acceptance is kept.
+  void reseed(const CostModel& seed);
 
  private:
   double verify_seconds(int k) const;
@@ -95,6 +101,8 @@ class AdaptiveController {
   // The estimate slot of proposal pos (1-based) of the next round.
   size_t slot(int pos) const;
   double slot_accept(size_t i, double pooled) const;
+  // The prior verify line from the seed's points (prior_).
+  void seed_prior();
 
   AdaptiveOptions opt_;
   CostModel seed_;

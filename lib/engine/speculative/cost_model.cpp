@@ -66,10 +66,13 @@ BestK best_draft_k(const CostModel& c, int max_k, double accept) {
   return best;
 }
 
-PassTimes measure_pass_times(CausalLM& m, int max_tokens, int ctx, int passes) {
+namespace {
+// Times forward passes of each size (increasing, from 1) after a ctx-token
+// context, median of `passes` sweeps. Leaves the model's cache empty.
+PassTimes time_sizes(CausalLM& m, std::vector<int> sizes, int ctx, int passes) {
   using Clock = std::chrono::steady_clock;
   const int nv = m.n_vocab();
-  max_tokens = std::max(1, std::min(max_tokens, m.n_ctx() - 1));
+  const int max_tokens = sizes.back();
   ctx = std::max(0, std::min(ctx, m.n_ctx() - max_tokens));
   std::vector<int32_t> toks(static_cast<size_t>(ctx + max_tokens));
   for (size_t i = 0; i < toks.size(); ++i) toks[i] = static_cast<int32_t>((i * 7919 + 13) % nv);
@@ -79,11 +82,8 @@ PassTimes measure_pass_times(CausalLM& m, int max_tokens, int ctx, int passes) {
     const int n = std::min(max_tokens, ctx - off);
     m.forward(std::span<const int32_t>(toks.data() + off, static_cast<size_t>(n)), logits.data());
   }
-  // The sizes a controller meets most, dense at small K where the curve bends.
   PassTimes t;
-  for (int n : {1, 2, 3, 4, 5, 7, 9, 13, 17, 25, 33})
-    if (n <= max_tokens) t.n.push_back(n);
-  if (t.n.back() != max_tokens) t.n.push_back(max_tokens);
+  t.n = std::move(sizes);
   // One warm-up pass (page faults, first-touch scratch); later sizes reuse it.
   m.forward(std::span<const int32_t>(toks.data() + ctx, 1), logits.data());
   m.truncate(ctx);
@@ -107,6 +107,35 @@ PassTimes measure_pass_times(CausalLM& m, int max_tokens, int ctx, int passes) {
   }
   m.truncate(0);
   return t;
+}
+
+int clamp_tokens(const CausalLM& m, int max_tokens) {
+  return std::max(1, std::min(max_tokens, m.n_ctx() - 1));
+}
+}  // namespace
+
+PassTimes measure_pass_times(CausalLM& m, int max_tokens, int ctx, int passes) {
+  max_tokens = clamp_tokens(m, max_tokens);
+  // The sizes a controller meets most, dense at small K where the curve bends.
+  std::vector<int> sizes;
+  for (int n : {1, 2, 3, 4, 5, 7, 9, 13, 17, 25, 33})
+    if (n <= max_tokens) sizes.push_back(n);
+  if (sizes.back() != max_tokens) sizes.push_back(max_tokens);
+  return time_sizes(m, std::move(sizes), ctx, passes);
+}
+
+int probe_largest(int max_tokens) {
+  return std::clamp(max_tokens, 1, kProbeLargest);
+}
+
+PassTimes probe_pass_times(CausalLM& m, int max_tokens) {
+  const int q = std::min(probe_largest(max_tokens), clamp_tokens(m, max_tokens));
+  std::vector<int> sizes = {1};
+  if (q > 1) sizes.push_back(q);
+  // No context before the passes: at the few dozen positions a context
+  // would add, attention is noise beside the weights, and prefilling it
+  // costs a 7B on one CPU seconds.
+  return time_sizes(m, std::move(sizes), 0, 1);
 }
 
 fs::path cost_cache_dir() {
@@ -193,14 +222,14 @@ PassTimes cached_pass_times(CausalLM& m, const std::string& key, int max_tokens,
   const fs::path file = dir.empty() ? fs::path() : cost_cache_file(dir, key);
   if (use_cache && !file.empty()) {
     std::string why;
-    if (auto t = read_cost_cache(file, key, &why); t && t->n.back() >= max_tokens) {
+    if (auto t = read_cost_cache(file, key, &why); t && t->n.back() >= probe_largest(max_tokens)) {
       if (note) *note = "pass times from " + file.string();
       return *t;
     } else if (note) {
       *note = t ? file.string() + ": too few batch sizes; measuring again" : why;
     }
   }
-  PassTimes t = measure_pass_times(m, max_tokens);
+  PassTimes t = probe_pass_times(m, max_tokens);
   if (use_cache && !file.empty()) {
     try {
       write_cost_cache(file, key, t);

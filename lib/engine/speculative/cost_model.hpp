@@ -85,6 +85,16 @@ BestK best_draft_k(const CostModel& c, int max_k, double accept);
 // median of `passes` each. Leaves the model's cache empty.
 PassTimes measure_pass_times(CausalLM& m, int max_tokens, int ctx = 64, int passes = 3);
 
+// The probe a first run pays for: one pass of one token and one of
+// probe_largest(max_tokens) (after a warm-up), no context. Pass time is
+// close to a line in the tokens, and the adaptive controller refits the
+// line from the rounds it times, so two points seed it: a 7B's seed costs a
+// second or two where the full curve (measure_pass_times) costs a minute on
+// two CPUs.
+constexpr int kProbeLargest = 5;
+int probe_largest(int max_tokens);
+PassTimes probe_pass_times(CausalLM& m, int max_tokens);
+
 // The cache: one JSON file per model and host in $CACHE_DIRECTORY (systemd's
 // CacheDirectory=, the daemon's instances), else $XDG_CACHE_HOME/epyctune,
 // else ~/.cache/epyctune. The key names the model file (path, size,
@@ -100,7 +110,8 @@ void write_cost_cache(const std::filesystem::path& file, const std::string& key,
                       const PassTimes& t);
 std::filesystem::path cost_cache_file(const std::filesystem::path& dir, const std::string& key);
 
-// The cached pass times when valid, else measured and written back (a
+// The cached pass times when valid (up to probe_largest(max_tokens) at
+// least), else probed (probe_pass_times) and written back (a
 // cache that cannot be written is only a note). use_cache false: measure,
 // neither read nor write.
 PassTimes cached_pass_times(CausalLM& m, const std::string& key, int max_tokens, bool use_cache,

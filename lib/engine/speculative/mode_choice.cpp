@@ -22,6 +22,23 @@ ModeDecision choose_mode(const LayoutCosts& c, int max_k, double accept) {
   return d;
 }
 
+LayoutChooser::LayoutChooser(const LayoutCosts& costs, int max_k, double start_accept)
+    : costs_(costs), max_k_(max_k), last_(choose_mode(costs, max_k, start_accept)) {
+  shared_ = !last_.partitioned;
+}
+
+bool LayoutChooser::observe_round(double accept) {
+  if (++rounds_ < kRoundsPerDecision) return false;
+  rounds_ = 0;
+  last_ = choose_mode(costs_, max_k_, accept);
+  const double here = shared_ ? last_.shared_rate : last_.partitioned_rate;
+  const double there = shared_ ? last_.partitioned_rate : last_.shared_rate;
+  if (there <= kMargin * here) return false;
+  shared_ = !shared_;
+  ++switches_;
+  return true;
+}
+
 launch::LaunchPlan shared_plan(const launch::LaunchPlan& plan) {
   launch::LaunchPlan s = plan;
   s.verify.cpus.insert(s.verify.cpus.end(), plan.draft.cpus.begin(), plan.draft.cpus.end());

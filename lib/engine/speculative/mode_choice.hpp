@@ -33,6 +33,36 @@ double best_rate(const CostModel& c, int max_k, double accept);
 
 ModeDecision choose_mode(const LayoutCosts& c, int max_k, double accept = kModeChoiceAccept);
 
+// Which layout a run's next rounds use, from the acceptance its rounds have
+// shown: the run starts in the layout that wins at the acceptance it is
+// given (the last run's, or kModeChoiceAccept), and moves when the other
+// predicts more tokens per second, by a margin, at the acceptance seen since.
+// Time-sharing wins for a draft that is often wrong (its passes and the
+// verify's use every CPU); a partition for one that is nearly always right
+// where the verify side alone keeps up with the draft.
+class LayoutChooser {
+ public:
+  LayoutChooser(const LayoutCosts& costs, int max_k, double start_accept);
+  bool shared() const { return shared_; }
+  const CostModel& current() const { return shared_ ? costs_.shared : costs_.partitioned; }
+  // After a round that drafted: true when the layout changes for the next.
+  bool observe_round(double accept);
+  const ModeDecision& last() const { return last_; }
+  int switches() const { return switches_; }
+
+  // Drafted rounds between decisions, and how much more the other layout
+  // must predict: each move pauses the drafting thread or restarts it.
+  static constexpr int kRoundsPerDecision = 4;
+  static constexpr double kMargin = 1.05;
+
+ private:
+  LayoutCosts costs_;
+  int max_k_;
+  bool shared_ = false;
+  int rounds_ = 0, switches_ = 0;
+  ModeDecision last_;
+};
+
 // The partitioned plan run time-shared: the verify side on every CPU of both
 // sides (its L3 domains those of both), no draft side.
 launch::LaunchPlan shared_plan(const launch::LaunchPlan& partitioned);

@@ -69,8 +69,9 @@ DraftFeed* feed_of(const std::unique_ptr<PipelinedFeed>& pipe, SharedFeed& share
 }
 
 // The hand-back of a partitioned run (SpecOptions::set_layout): plain rounds
-// and the probe after them on every CPU, the other rounds on the sides. Puts
-// the models back on their sides when the run ends, however it ends.
+// and the probe after them on every CPU, the other rounds on the sides; with
+// the shared layout chosen (SpecOptions::layouts), every round on every CPU.
+// Puts the models back on their sides when the run ends, however it ends.
 class Layout {
  public:
   Layout(const std::function<void(bool)>& set, PipelinedFeed* pipe, bool adaptive)
@@ -81,10 +82,12 @@ class Layout {
     } catch (...) {  // the run's own exception is the one to report
     }
   }
+  bool can_move() const { return set_ != nullptr; }
   bool every_cpu() const { return every_cpu_; }
+  void set_shared(bool s) { shared_ = s; }
   // Switches before a round of k proposals; true when the layout changed.
   bool before_round(int k, std::span<const int32_t> hist) {
-    const bool want = set_ && (k == 0 || prev_k_ == 0);
+    const bool want = set_ && (shared_ || k == 0 || prev_k_ == 0);
     prev_k_ = k;
     if (!set_ || want == every_cpu_) return false;
     // The drafting thread is idle before its model moves, and the models
@@ -105,6 +108,7 @@ class Layout {
   std::function<void(bool)> set_;
   PipelinedFeed* pipe_;
   bool every_cpu_ = false;
+  bool shared_ = false;
   int prev_k_ = -1;
 };
 
@@ -199,9 +203,13 @@ std::vector<int32_t> Generator::generate(std::span<const int32_t> prompt, int n_
   if (opt_.mode == SpecMode::partitioned && drafter.has_model())
     pipe = std::make_unique<PipelinedFeed>(drafter, 2 * opt_.draft_len + 1, opt_.draft_thread_init);
   DraftFeed* feed = feed_of(pipe, shared);
+  Layout layout(opt_.set_layout, pipe.get(), opt_.adaptive);
+  std::optional<LayoutChooser> chooser;
+  if (layout.can_move() && opt_.layouts)
+    chooser.emplace(*opt_.layouts, opt_.draft_len, opt_.layout_accept);
   std::optional<AdaptiveController> ctl;
-  if (opt_.adaptive) ctl.emplace(adaptive_options(opt_), opt_.cost);
-  Layout layout(opt_.set_layout, pipe.get(), ctl.has_value());
+  if (opt_.adaptive) ctl.emplace(adaptive_options(opt_), chooser ? chooser->current() : opt_.cost);
+  if (chooser) layout.set_shared(chooser->shared());
 
   std::vector<int32_t> hist(prompt.begin(), prompt.end());
   std::vector<int32_t> out;
@@ -219,8 +227,12 @@ std::vector<int32_t> Generator::generate(std::span<const int32_t> prompt, int n_
   while (!done) {
     const int64_t room = static_cast<int64_t>(target_.n_ctx()) - static_cast<int64_t>(hist.size());
     if (room < 0) break;  // the last token no longer fits in the target's cache
-    const int k = draft_budget(hist.size(), ctl ? ctl->choose() : opt_.draft_len);
-    if (layout.before_round(k, hist)) feed = layout.every_cpu() ? &shared : feed_of(pipe, shared);
+    const int want = ctl ? ctl->choose() : opt_.draft_len;
+    const int k = draft_budget(hist.size(), want);
+    // The controller's choice moves the layout, not the budget's cut: the
+    // last token's plain round is not worth pausing the drafting thread for.
+    if (layout.before_round(want, hist))
+      feed = layout.every_cpu() ? &shared : feed_of(pipe, shared);
     // Adaptive: the drafting thread runs about two rounds of this K ahead,
     // not the longest K's: what lies further would mostly be thrown away.
     // Plain rounds stop it.
@@ -240,6 +252,7 @@ std::vector<int32_t> Generator::generate(std::span<const int32_t> prompt, int n_
     target_.forward(batch, logits.data());
     ++stats_.target_passes;
     if (layout.every_cpu()) ++stats_.every_cpu_passes;
+    if (chooser && chooser->shared() && !props.empty()) ++stats_.shared_rounds;
     const Decision dec = decide(logits, nv, props, sp_, hist.size(), p, scratch);
     const size_t m = dec.m;
     if (m < props.size()) target_.truncate(static_cast<int>(hist.size() + m));
@@ -250,6 +263,11 @@ std::vector<int32_t> Generator::generate(std::span<const int32_t> prompt, int n_
     if (ctl)
       ctl->observe({static_cast<int>(props.size()), static_cast<int>(m), wait, verify,
                     k > 0 && props.empty(), layout.every_cpu()});
+    if (chooser && !props.empty() && chooser->observe_round(ctl->acceptance())) {
+      layout.set_shared(chooser->shared());
+      ctl->reseed(chooser->current());
+      ++stats_.layout_switches;
+    }
 
     for (size_t i = 0; i <= m && !done; ++i) {
       const int32_t tok = i < m ? props[i].token : dec.next;

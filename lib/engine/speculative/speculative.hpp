@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "engine/sampling/sampler.hpp"
 #include "engine/speculative/adaptive.hpp"
 #include "engine/speculative/cost_model.hpp"
+#include "engine/speculative/mode_choice.hpp"
 #include "engine/speculative/ngram_lookup.hpp"
 
 namespace epyctune::engine::speculative {
@@ -59,6 +61,12 @@ struct SpecOptions {
   // draft up) runs time-shared on every CPU; drafting runs ahead on its own
   // side again from the round after. cost.handback_plain_s should then be set.
   std::function<void(bool every_cpu)> set_layout;
+  // With set_layout: the run picks the layout of its drafting rounds as it
+  // goes (LayoutChooser): time-shared on every CPU (costs `layouts->shared`)
+  // or drafting ahead on the sides (`layouts->partitioned`, which is then
+  // `cost`), starting with the one that wins at layout_accept.
+  std::optional<LayoutCosts> layouts;
+  double layout_accept = kModeChoiceAccept;
 };
 
 struct SpecStats {
@@ -73,11 +81,15 @@ struct SpecStats {
   int64_t discarded = 0;         // proposals computed ahead and thrown away (partitioned)
   int64_t dropped = 0;           // proposals in drafts shorter than draft_min, never verified
   int64_t every_cpu_passes = 0;  // target passes on every CPU while the draft's were handed back
-  double prompt_s = 0.0;         // target prompt processing
-  double generate_s = 0.0;       // from the first round to the last token
-  double draft_s = 0.0;          // time spent computing proposals
-  double verify_s = 0.0;         // target forward + accept decision
-  double wait_s = 0.0;           // verifier idle, waiting for proposals
+  // SpecOptions::layouts: drafting rounds run time-shared, and the moves
+  // between the layouts.
+  int64_t shared_rounds = 0;
+  int64_t layout_switches = 0;
+  double prompt_s = 0.0;    // target prompt processing
+  double generate_s = 0.0;  // from the first round to the last token
+  double draft_s = 0.0;     // time spent computing proposals
+  double verify_s = 0.0;    // target forward + accept decision
+  double wait_s = 0.0;      // verifier idle, waiting for proposals
   // Proposals verified in each round, in order (0: a plain pass).
   std::vector<int16_t> k_trace;
   // By position in the draft (index 0 = first proposal): rounds that reached
