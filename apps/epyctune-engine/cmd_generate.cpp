@@ -107,6 +107,7 @@ void print_json(const GenerateArgs& a, const eng::serving::Engine& e, const RunR
                   {"seed", a.sampler.seed}};
   j["timings"] = {
       {"load_s", e.load_seconds()},
+      {"cost_model_s", e.cost_seconds()},
       {"prompt_s", st.prompt_s},
       {"prompt_tok_s", st.prompt_s > 0 ? double(r.prompt.size()) / st.prompt_s : 0.0},
       {"generate_s", st.generate_s},
@@ -143,9 +144,9 @@ void print_summary(const eng::serving::Engine& e, const RunResult& r,
       std::fprintf(stderr, "[launch] %s\n", line.c_str());
   std::fprintf(stderr,
                "[generate] %lld tokens in %.3f s (%.2f tok/s), prompt %zu tokens in %.3f s, "
-               "load %.3f s\n",
+               "load %.3f s (cost model %.3f s)\n",
                static_cast<long long>(st.generated), st.generate_s, st.tokens_per_second(),
-               r.prompt.size(), st.prompt_s, e.load_seconds());
+               r.prompt.size(), st.prompt_s, e.load_seconds(), e.cost_seconds());
   if (!e.speculative()) return;
   // Partitioned: how many passes ran on both sides' CPUs, drafting paused or
   // time-shared there (auto's layout choice), and how often the layout moved.

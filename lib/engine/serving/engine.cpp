@@ -268,7 +268,11 @@ void Engine::load(const LoadProgress& progress) {
       launch_->bind_kv(*draft_, partitioned() ? launch::Role::draft : launch::Role::verify);
   }
   tok_ = Tokenizer::from_gguf(target_->file());
-  if (speculative() && cfg_.draft_adaptive) measure_costs();
+  if (speculative() && cfg_.draft_adaptive) {
+    const auto t_cost = Clock::now();
+    measure_costs();
+    cost_s_ = std::chrono::duration<double>(Clock::now() - t_cost).count();
+  }
   load_s_ = std::chrono::duration<double>(Clock::now() - t_load).count();
 }
 

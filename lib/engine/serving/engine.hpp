@@ -117,6 +117,8 @@ class Engine {
   CausalLM* drafting_model() const;
   int n_ctx() const { return target_->n_ctx(); }
   double load_seconds() const { return load_s_; }
+  // Of the load, reading or probing the pass times of the cost model.
+  double cost_seconds() const { return cost_s_; }
   // The adaptive controller's starting costs, and where they came from.
   const speculative::CostModel& cost_model() const { return cost_; }
   const std::string& cost_note() const { return cost_note_; }
@@ -158,7 +160,7 @@ class Engine {
   std::unique_ptr<LlamaModel> target_, draft_;
   std::unique_ptr<speculative::ParallelDraftModel> pard_;  // wraps draft_ when it is PARD-style
   std::unique_ptr<Tokenizer> tok_;
-  double load_s_ = 0;
+  double load_s_ = 0, cost_s_ = 0;
   speculative::CostModel cost_ = speculative::default_cost_model();
   std::string cost_note_;
   bool draft_recorded_ = false;  // the first drafting thread is in the report
