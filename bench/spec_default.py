@@ -7,8 +7,9 @@ default and a fresh, empty cost cache (XDG_CACHE_HOME and CACHE_DIRECTORY
 point to a new directory), so auto mode decides as it does on a first run.
 Greedy, so each speculative run must give the target's own tokens: checked.
 Prints per draft the median of the per-pair ratios (speculative tok/s over
-plain tok/s of the same pair), the mode auto chose and why, acceptance, and
-how many target passes ran on every CPU with drafting paused; writes JSON.
+plain tok/s of the same pair), acceptance, how many drafting rounds auto ran
+time-shared and how often it moved the layout, how many target passes ran
+on every CPU, and the seconds the first run's cost probe took; writes JSON.
 
 usage: spec_default.py ENGINE TARGET DRAFT[,DRAFT...] [--n 128] [--repeat 3]
        [--prompt "Once upon a time"] [--json-out FILE]
@@ -40,10 +41,12 @@ def main():
     a = ap.parse_args()
 
     base = ["-m", a.target, "-p", a.prompt, "-n", str(a.n)]
-    rows = []
-    for d in a.drafts.split(","):
-        pairs = []
-        for _ in range(a.repeat):
+    drafts = a.drafts.split(",")
+    pairs = {d: [] for d in drafts}
+    # Repeats interleave the drafts, so a slow minute of the host lands on
+    # one pair of every draft rather than on every pair of one.
+    for _ in range(a.repeat):
+        for d in drafts:
             plain = generate(a.engine, base)
             with tempfile.TemporaryDirectory() as cache:
                 env = dict(os.environ, XDG_CACHE_HOME=cache, CACHE_DIRECTORY=cache)
@@ -51,33 +54,40 @@ def main():
             if spec["tokens"] != plain["tokens"]:
                 sys.exit(f"{d}: speculative output differs from the target's own")
             s = spec["spec"]
-            pairs.append({
+            pairs[d].append({
                 "plain_tok_s": plain["timings"]["tok_s"],
                 "spec_tok_s": spec["timings"]["tok_s"],
                 "ratio": spec["timings"]["tok_s"] / plain["timings"]["tok_s"],
                 "mode": s["mode"], "reason": s["mode_reason"],
                 "acceptance": s["acceptance_rate"],
                 "every_cpu_passes": s.get("every_cpu_passes", 0),
+                "shared_rounds": s.get("shared_rounds", 0),
+                "layout_switches": s.get("layout_switches", 0),
                 "target_passes": s["target_passes"],
                 "load_s": spec["timings"]["load_s"],
+                "cost_model_s": spec["timings"].get("cost_model_s", 0),
                 "bytes_per_token": plain["bytes_per_token"],
             })
-        rows.append({"draft": d, "pairs": pairs,
-                     "ratio_median": statistics.median(p["ratio"] for p in pairs),
-                     "plain_median": statistics.median(p["plain_tok_s"] for p in pairs),
-                     "spec_median": statistics.median(p["spec_tok_s"] for p in pairs)})
+    rows = [{"draft": d, "pairs": pairs[d],
+             "ratio_median": statistics.median(p["ratio"] for p in pairs[d]),
+             "plain_median": statistics.median(p["plain_tok_s"] for p in pairs[d]),
+             "spec_median": statistics.median(p["spec_tok_s"] for p in pairs[d])}
+            for d in drafts]
 
-    print("| draft | plain tok/s | -md tok/s | x plain (per pair) | mode | acceptance "
-          "| passes on every CPU |")
-    print("|---|---|---|---|---|---|---|")
+    print("| draft | plain tok/s | -md tok/s | x plain (per pair) | acceptance "
+          "| drafting rounds time-shared / layout moves | passes on every CPU "
+          "| cost model s (first run) |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         ps = r["pairs"]
+        med = lambda k: statistics.median(p[k] for p in ps)
         print(f"| {os.path.basename(r['draft'])} | {r['plain_median']:.2f} | "
               f"{r['spec_median']:.2f} | **{r['ratio_median']:.2f}** "
               f"({', '.join('%.2f' % p['ratio'] for p in ps)}) | "
-              f"{'/'.join(sorted(set(p['mode'] for p in ps)))} | "
-              f"{statistics.median(p['acceptance'] for p in ps):.2f} | "
-              f"{'/'.join(str(p['every_cpu_passes']) + ' of ' + str(p['target_passes']) for p in ps)} |")
+              f"{med('acceptance'):.2f} | "
+              f"{'/'.join(str(p['shared_rounds']) + ' / ' + str(p['layout_switches']) for p in ps)} | "
+              f"{'/'.join(str(p['every_cpu_passes']) + ' of ' + str(p['target_passes']) for p in ps)} | "
+              f"{med('cost_model_s'):.2f} |")
     for r in rows:
         print(f"{os.path.basename(r['draft'])}: {r['pairs'][0]['reason']}")
     gb = rows[0]["pairs"][0]["bytes_per_token"] / 1e9 if rows else 0
