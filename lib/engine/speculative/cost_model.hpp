@@ -85,12 +85,11 @@ BestK best_draft_k(const CostModel& c, int max_k, double accept);
 // median of `passes` each. Leaves the model's cache empty.
 PassTimes measure_pass_times(CausalLM& m, int max_tokens, int ctx = 64, int passes = 3);
 
-// The probe a first run pays for: one pass of one token and one of
-// probe_largest(max_tokens) (after a warm-up), no context. Pass time is
+// The probe a first run pays for: the fastest of two passes of one token and
+// of probe_largest(max_tokens) (after a warm-up), no context. Pass time is
 // close to a line in the tokens, and the adaptive controller refits the
-// line from the rounds it times, so two points seed it: a 7B's seed costs a
-// second or two where the full curve (measure_pass_times) costs a minute on
-// two CPUs.
+// line from the rounds it times, so two points seed it: seconds for a 7B on
+// two CPUs, where the full curve (measure_pass_times) costs a minute.
 constexpr int kProbeLargest = 5;
 int probe_largest(int max_tokens);
 PassTimes probe_pass_times(CausalLM& m, int max_tokens);
