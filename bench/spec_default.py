@@ -11,8 +11,13 @@ plain tok/s of the same pair), acceptance, how many drafting rounds auto ran
 time-shared and how often it moved the layout, how many target passes ran
 on every CPU, and the seconds the first run's cost probe took; writes JSON.
 
+With --reference, each pair is followed by llama.cpp's speculative decoding
+on the same files (bench/reference/spec.mjs: node-llama-cpp's prebuilt CPU
+build and its draft-model token predictor, both models on every CPU), at each
+of a few draft settings; its best is printed beside ours.
+
 usage: spec_default.py ENGINE TARGET DRAFT[,DRAFT...] [--n 128] [--repeat 3]
-       [--prompt "Once upon a time"] [--json-out FILE]
+       [--prompt "Once upon a time"] [--reference] [--json-out FILE]
 """
 import argparse
 import json
@@ -29,6 +34,23 @@ def generate(engine, args, env=None):
     return json.loads(out)
 
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+# llama.cpp's settings tried: (most tokens drafted, least confidence to draft).
+REFERENCE_SETTINGS = [(16, 0.6), (8, 0.0)]
+
+
+def reference(target, draft, n, prompt):
+    best = None
+    for max_draft, conf in REFERENCE_SETTINGS:
+        out = subprocess.run(["node", os.path.join(HERE, "reference", "spec.mjs"), target, draft,
+                              str(os.cpu_count()), str(n), str(max_draft), str(conf), prompt],
+                             check=True, capture_output=True, text=True).stdout
+        r = json.loads(out.strip().splitlines()[-1])
+        if best is None or r["spec_tok_s"] > best["spec_tok_s"]:
+            best = r
+    return best
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("engine")
@@ -37,6 +59,7 @@ def main():
     ap.add_argument("--n", type=int, default=128)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--prompt", default="Once upon a time")
+    ap.add_argument("--reference", action="store_true")
     ap.add_argument("--json-out")
     a = ap.parse_args()
 
@@ -68,6 +91,10 @@ def main():
                 "cost_model_s": spec["timings"].get("cost_model_s", 0),
                 "bytes_per_token": plain["bytes_per_token"],
             })
+            if a.reference:
+                ref = reference(a.target, d, a.n, a.prompt)
+                pairs[d][-1]["reference"] = ref
+                pairs[d][-1]["vs_reference"] = spec["timings"]["tok_s"] / ref["spec_tok_s"]
     rows = [{"draft": d, "pairs": pairs[d],
              "ratio_median": statistics.median(p["ratio"] for p in pairs[d]),
              "plain_median": statistics.median(p["plain_tok_s"] for p in pairs[d]),
@@ -88,6 +115,19 @@ def main():
               f"{'/'.join(str(p['shared_rounds']) + ' / ' + str(p['layout_switches']) for p in ps)} | "
               f"{'/'.join(str(p['every_cpu_passes']) + ' of ' + str(p['target_passes']) for p in ps)} | "
               f"{med('cost_model_s'):.2f} |")
+    if a.reference:
+        print("\n| draft | llama.cpp plain tok/s | llama.cpp best speculative tok/s "
+              "(max draft, min confidence) | ours / llama.cpp's best (per pair) |")
+        print("|---|---|---|---|")
+        for r in rows:
+            ps = r["pairs"]
+            refs = [p["reference"] for p in ps]
+            print(f"| {os.path.basename(r['draft'])} | "
+                  f"{statistics.median(x['plain_tok_s'] for x in refs):.2f} | "
+                  f"{statistics.median(x['spec_tok_s'] for x in refs):.2f} "
+                  f"({', '.join('%d, %.1f' % (x['max_draft'], x['min_confidence']) for x in refs)}) | "
+                  f"**{statistics.median(p['vs_reference'] for p in ps):.2f}** "
+                  f"({', '.join('%.2f' % p['vs_reference'] for p in ps)}) |")
     for r in rows:
         print(f"{os.path.basename(r['draft'])}: {r['pairs'][0]['reason']}")
     gb = rows[0]["pairs"][0]["bytes_per_token"] / 1e9 if rows else 0
