@@ -127,13 +127,13 @@ int AdaptiveController::best_k() const {
 
 int AdaptiveController::choose() {
   if (!started_) {
-    // A new draft is tried at once, at the K its prior asks for: waiting for
-    // a first backoff to end costs a good draft its best rounds, while a
-    // useless one costs one round here and is backed off after a round or
-    // two more, as its acceptance estimate falls.
+    // A new draft is tried at once, at the K its prior asks for up to
+    // first_k: waiting for a first backoff to end costs a good draft its
+    // best rounds, while a useless one costs one short round here and is
+    // backed off after a round or two more, as its acceptance estimate falls.
     started_ = true;
     probing_ = true;
-    return best_k();
+    return std::min(best_k(), std::max(1, opt_.first_k));
   }
   if (backoff_ > 0) {
     if (--backoff_ > 0) return 0;

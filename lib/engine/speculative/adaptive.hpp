@@ -52,6 +52,11 @@ struct AdaptiveOptions {
   // have been timed, while the rounds move the level at once.
   double cost_prior_weight = 4.0;
   int probe_k = 1;
+  // The first round drafts at most this: a draft is unknown until it has
+  // been tried, and a useless one's first round costs K draft passes and a
+  // (K+1)-token verify, which at K = 16 is a few plain tokens' time on two
+  // CPUs; a good one grows K from its second round on.
+  int first_k = 4;
 };
 
 // What the controller saw in one round: k proposals verified, m accepted,
