@@ -56,14 +56,15 @@ TEST_CASE("LayoutChooser: the layout follows the acceptance, after a few rounds,
   LC ch(costs, 16, 0.5);
   CHECK(ch.shared());
   CHECK_FALSE(ch.current().overlap);
-  for (int i = 1; i < LC::kRoundsPerDecision; ++i) CHECK_FALSE(ch.observe_round(1.0));
-  CHECK(ch.observe_round(1.0));  // enough rounds: the partition predicts more
+  for (int i = 1; i < LC::kRoundsPerDecision; ++i) CHECK_FALSE(ch.observe_round(1.0, 0, 0.0, true));
+  CHECK(ch.observe_round(1.0, 0, 0.0, true));  // enough rounds: the partition predicts more
   CHECK_FALSE(ch.shared());
   CHECK(ch.current().overlap);
   CHECK(ch.last().partitioned_rate > LC::kMargin * ch.last().shared_rate);
-  for (int i = 0; i < 3 * LC::kRoundsPerDecision; ++i) CHECK_FALSE(ch.observe_round(1.0));
-  for (int i = 1; i < LC::kRoundsPerDecision; ++i) CHECK_FALSE(ch.observe_round(0.5));
-  CHECK(ch.observe_round(0.5));
+  for (int i = 0; i < 3 * LC::kRoundsPerDecision; ++i)
+    CHECK_FALSE(ch.observe_round(1.0, 0, 0.0, true));
+  for (int i = 1; i < LC::kRoundsPerDecision; ++i) CHECK_FALSE(ch.observe_round(0.5, 0, 0.0, true));
+  CHECK(ch.observe_round(0.5, 0, 0.0, true));
   CHECK(ch.shared());
   CHECK(ch.switches() == 2);
 
@@ -74,7 +75,37 @@ TEST_CASE("LayoutChooser: the layout follows the acceptance, after a few rounds,
   close.shared.draft_s = 0.0;
   LC tie(close, 16, 1.0);
   CHECK_FALSE(tie.shared());  // a tie keeps the partition
-  for (int i = 0; i < 2 * LC::kRoundsPerDecision; ++i) CHECK_FALSE(tie.observe_round(1.0));
+  for (int i = 0; i < 2 * LC::kRoundsPerDecision; ++i)
+    CHECK_FALSE(tie.observe_round(1.0, 0, 0.0, true));
+}
+
+TEST_CASE("LayoutChooser: a layout that runs slower than predicted is left, and not retried") {
+  using LC = speculative::LayoutChooser;
+  LC ch(made_up_costs(), 16, 0.5);
+  REQUIRE(ch.shared());
+  // Shared at acceptance 1.0 achieves its prediction (4.05 tok/s): 81
+  // tokens in 20 s; the partition predicts 4.72, so the run moves.
+  for (int i = 1; i < LC::kRoundsPerDecision; ++i)
+    CHECK_FALSE(ch.observe_round(1.0, 20, 5.0, true));
+  CHECK(ch.observe_round(1.0, 21, 5.0, true));
+  REQUIRE_FALSE(ch.shared());
+  CHECK(ch.factors().shared == doctest::Approx(81.0 / 20.0 / ch.last().shared_rate).epsilon(0.01));
+  // There the draft and the verify slow each other: 2 tok/s, not 4.72.
+  for (int i = 1; i < LC::kRoundsPerDecision; ++i)
+    CHECK_FALSE(ch.observe_round(1.0, 10, 5.0, true));
+  CHECK(ch.observe_round(1.0, 10, 5.0, true));
+  CHECK(ch.shared());
+  CHECK(ch.factors().partitioned_seen);
+  CHECK(ch.factors().partitioned < 0.5);
+  // Back on every CPU at its predicted rate: no move back, however long.
+  for (int i = 0; i < 5 * LC::kRoundsPerDecision; ++i)
+    CHECK_FALSE(ch.observe_round(1.0, 20, 20.0 / 4.05, true));
+  CHECK(ch.switches() == 2);
+  // Plain rounds count toward the window's rate, not toward its rounds.
+  for (int i = 0; i < 10; ++i) CHECK_FALSE(ch.observe_round(1.0, 1, 0.2, false));
+  // A later run that starts with these factors starts shared at once.
+  LC next(made_up_costs(), 16, 1.0, ch.factors());
+  CHECK(next.shared());
 }
 
 TEST_CASE("a run starts time-shared and moves onto the partition once the draft proves right") {
@@ -97,13 +128,16 @@ TEST_CASE("a run starts time-shared and moves onto the partition once the draft 
   CHECK(g.generate(prompt, 200) == expect);
   const auto& st = g.stats();
   CHECK(st.accepted == st.drafted);
-  CHECK(st.layout_switches == 1);
-  CHECK(st.shared_rounds == speculative::LayoutChooser::kRoundsPerDecision);
-  CHECK(st.every_cpu_passes == st.shared_rounds);
-  CHECK(st.target_passes > st.every_cpu_passes);  // the rest verified on the verify side
-  REQUIRE(moves.size() == 2);
+  // The first move is the acceptance's; a toy's passes take microseconds,
+  // so what its rounds measure may move it again.
+  CHECK(st.layout_switches >= 1);
+  CHECK(st.shared_rounds >= speculative::LayoutChooser::kRoundsPerDecision);
+  CHECK(st.every_cpu_passes - st.shared_rounds <= 1);  // the last token's round may be plain
+  CHECK(st.target_passes > st.every_cpu_passes);       // the rest verified on the verify side
+  REQUIRE(moves.size() >= 2);
   CHECK(moves.front());       // onto every CPU for the first round
-  CHECK_FALSE(moves.back());  // back on the sides: the partitioned rounds, and the end
+  CHECK_FALSE(moves[1]);      // then back on the sides for the partitioned rounds
+  CHECK_FALSE(moves.back());  // and there at the end
 }
 
 TEST_CASE("without layouts, a partitioned run moves only for its plain rounds") {

@@ -375,6 +375,7 @@ Completion Engine::generate(std::span<const int32_t> prompt, int n_predict,
   if (layouts_ && so.adaptive) {
     so.layouts = layouts_;
     so.layout_accept = layout_accept_;
+    so.layout_factors = layout_factors_;
   }
   speculative::Generator gen(*target_, drafting_model(), sampler, so);
 
@@ -391,6 +392,7 @@ Completion Engine::generate(std::span<const int32_t> prompt, int n_predict,
   c.stats = gen.stats();
   // The next run starts in the layout this draft's acceptance favoured.
   if (c.stats.drafted >= kAcceptEvidence) layout_accept_ = c.stats.acceptance_rate();
+  if (layouts_) layout_factors_ = c.stats.layout_factors;
   c.finish = eog || c.stopped_by_sink ? FinishReason::stop : FinishReason::length;
   return c;
 }

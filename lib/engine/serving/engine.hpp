@@ -157,6 +157,7 @@ class Engine {
   bool choose_layout_ = false;
   std::optional<speculative::LayoutCosts> layouts_;
   double layout_accept_ = speculative::kModeChoiceAccept;
+  speculative::LayoutFactors layout_factors_;
   std::unique_ptr<LlamaModel> target_, draft_;
   std::unique_ptr<speculative::ParallelDraftModel> pard_;  // wraps draft_ when it is PARD-style
   std::unique_ptr<Tokenizer> tok_;

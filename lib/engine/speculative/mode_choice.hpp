@@ -4,7 +4,9 @@
 // cache lacks when it loads, so the first run decides as well as later ones.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <utility>
 
 #include "engine/speculative/cost_model.hpp"
 #include "launch/launch_config.hpp"
@@ -33,21 +35,35 @@ double best_rate(const CostModel& c, int max_k, double accept);
 
 ModeDecision choose_mode(const LayoutCosts& c, int max_k, double accept = kModeChoiceAccept);
 
-// Which layout a run's next rounds use, from the acceptance its rounds have
-// shown: the run starts in the layout that wins at the acceptance it is
-// given (the last run's, or kModeChoiceAccept), and moves when the other
-// predicts more tokens per second, by a margin, at the acceptance seen since.
+// Measured over predicted tokens per second, per layout: the probe times
+// each model alone, so it misses what running both at once costs (a
+// partition's draft and verify share the memory bandwidth, and a guest's
+// vCPUs may share cores). A layout not run yet takes the other's.
+struct LayoutFactors {
+  double shared = 1.0, partitioned = 1.0;
+  bool shared_seen = false, partitioned_seen = false;
+};
+
+// Which layout a run's next rounds use, from what its rounds have shown: the
+// run starts in the layout that wins at the acceptance it is given (the last
+// run's, or kModeChoiceAccept), and moves when the other predicts more
+// tokens per second, by a margin, at the acceptance seen since, each
+// layout's prediction corrected by what its own rounds achieved against it.
 // Time-sharing wins for a draft that is often wrong (its passes and the
 // verify's use every CPU); a partition for one that is nearly always right
 // where the verify side alone keeps up with the draft.
 class LayoutChooser {
  public:
-  LayoutChooser(const LayoutCosts& costs, int max_k, double start_accept);
+  LayoutChooser(const LayoutCosts& costs, int max_k, double start_accept,
+                const LayoutFactors& factors = {});
   bool shared() const { return shared_; }
   const CostModel& current() const { return shared_ ? costs_.shared : costs_.partitioned; }
-  // After a round that drafted: true when the layout changes for the next.
-  bool observe_round(double accept);
+  // After each round: the tokens it gave and its wall seconds (a move
+  // before it included), and whether it drafted. True when the layout
+  // changes for the next round.
+  bool observe_round(double accept, int tokens, double seconds, bool drafted);
   const ModeDecision& last() const { return last_; }
+  const LayoutFactors& factors() const { return f_; }
   int switches() const { return switches_; }
 
   // Drafted rounds between decisions, and how much more the other layout
@@ -56,10 +72,15 @@ class LayoutChooser {
   static constexpr double kMargin = 1.05;
 
  private:
+  // Predicted tokens per second of each layout at accept, corrected.
+  std::pair<double, double> rates(double accept);
   LayoutCosts costs_;
   int max_k_;
   bool shared_ = false;
   int rounds_ = 0, switches_ = 0;
+  int64_t tokens_ = 0;
+  double seconds_ = 0;
+  LayoutFactors f_;
   ModeDecision last_;
 };
 

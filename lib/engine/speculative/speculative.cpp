@@ -206,7 +206,7 @@ std::vector<int32_t> Generator::generate(std::span<const int32_t> prompt, int n_
   Layout layout(opt_.set_layout, pipe.get(), opt_.adaptive);
   std::optional<LayoutChooser> chooser;
   if (layout.can_move() && opt_.layouts)
-    chooser.emplace(*opt_.layouts, opt_.draft_len, opt_.layout_accept);
+    chooser.emplace(*opt_.layouts, opt_.draft_len, opt_.layout_accept, opt_.layout_factors);
   std::optional<AdaptiveController> ctl;
   if (opt_.adaptive) ctl.emplace(adaptive_options(opt_), chooser ? chooser->current() : opt_.cost);
   if (chooser) layout.set_shared(chooser->shared());
@@ -227,6 +227,7 @@ std::vector<int32_t> Generator::generate(std::span<const int32_t> prompt, int n_
   while (!done) {
     const int64_t room = static_cast<int64_t>(target_.n_ctx()) - static_cast<int64_t>(hist.size());
     if (room < 0) break;  // the last token no longer fits in the target's cache
+    const auto t_round = Clock::now();
     const int want = ctl ? ctl->choose() : opt_.draft_len;
     const int k = draft_budget(hist.size(), want);
     // The controller's choice moves the layout, not the budget's cut: the
@@ -263,12 +264,6 @@ std::vector<int32_t> Generator::generate(std::span<const int32_t> prompt, int n_
     if (ctl)
       ctl->observe({static_cast<int>(props.size()), static_cast<int>(m), wait, verify,
                     k > 0 && props.empty(), layout.every_cpu()});
-    if (chooser && !props.empty() && chooser->observe_round(ctl->acceptance())) {
-      layout.set_shared(chooser->shared());
-      ctl->reseed(chooser->current());
-      ++stats_.layout_switches;
-    }
-
     for (size_t i = 0; i <= m && !done; ++i) {
       const int32_t tok = i < m ? props[i].token : dec.next;
       hist.push_back(tok);
@@ -278,8 +273,15 @@ std::vector<int32_t> Generator::generate(std::span<const int32_t> prompt, int n_
       if (!keep_going || (opt_.is_stop && opt_.is_stop(tok)) || stats_.generated >= n_predict)
         done = true;
     }
+    if (chooser && chooser->observe_round(ctl->acceptance(), static_cast<int>(m + 1),
+                                          common::seconds_since(t_round), !props.empty())) {
+      layout.set_shared(chooser->shared());
+      ctl->reseed(chooser->current());
+      ++stats_.layout_switches;
+    }
     if (!done) feed->committed(hist);
   }
+  stats_.layout_factors = chooser ? chooser->factors() : opt_.layout_factors;
   stats_.generate_s = common::seconds_since(tgen);
   stats_.draft_s = shared.draft_seconds() + (pipe ? pipe->draft_seconds() : 0.0);
   stats_.wait_s = shared.wait_seconds() + (pipe ? pipe->wait_seconds() : 0.0);

@@ -67,6 +67,7 @@ struct SpecOptions {
   // `cost`), starting with the one that wins at layout_accept.
   std::optional<LayoutCosts> layouts;
   double layout_accept = kModeChoiceAccept;
+  LayoutFactors layout_factors;  // what earlier runs measured against the predictions
 };
 
 struct SpecStats {
@@ -85,11 +86,12 @@ struct SpecStats {
   // between the layouts.
   int64_t shared_rounds = 0;
   int64_t layout_switches = 0;
-  double prompt_s = 0.0;    // target prompt processing
-  double generate_s = 0.0;  // from the first round to the last token
-  double draft_s = 0.0;     // time spent computing proposals
-  double verify_s = 0.0;    // target forward + accept decision
-  double wait_s = 0.0;      // verifier idle, waiting for proposals
+  LayoutFactors layout_factors;  // at the run's end, for the next run
+  double prompt_s = 0.0;         // target prompt processing
+  double generate_s = 0.0;       // from the first round to the last token
+  double draft_s = 0.0;          // time spent computing proposals
+  double verify_s = 0.0;         // target forward + accept decision
+  double wait_s = 0.0;           // verifier idle, waiting for proposals
   // Proposals verified in each round, in order (0: a plain pass).
   std::vector<int16_t> k_trace;
   // By position in the draft (index 0 = first proposal): rounds that reached
