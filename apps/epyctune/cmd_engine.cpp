@@ -20,8 +20,32 @@ std::string field(const nlohmann::json& j, const char* key) {
   return j[key].is_string() ? j[key].get<std::string>() : j[key].dump();
 }
 
+// What a running instance's /health said of its load (the daemon adds it as
+// "serving"): active sequences, and KV blocks used/total with the share.
+// "-" where the engine does not report it (before the paged KV pool) or did
+// not answer.
+std::string active_of(const nlohmann::json& i) {
+  const auto* s = i.contains("serving") ? &i["serving"] : nullptr;
+  if (!s || !s->is_object() || !s->contains("active_sequences") ||
+      !(*s)["active_sequences"].is_number())
+    return "-";
+  return (*s)["active_sequences"].dump();
+}
+
+std::string kv_of(const nlohmann::json& i) {
+  const auto* s = i.contains("serving") ? &i["serving"] : nullptr;
+  if (!s || !s->is_object()) return "-";
+  const auto used = s->value("kv_blocks_used", nlohmann::json());
+  const auto total = s->value("kv_blocks_total", nlohmann::json());
+  if (!used.is_number() || !total.is_number()) return "-";
+  const double t = total.get<double>();
+  return fmt::format("{}/{} ({:.0f}%)", used.dump(), total.dump(),
+                     t > 0 ? 100.0 * used.get<double>() / t : 0.0);
+}
+
 // One row per instance under a header; CPUS is where it runs now (its
-// threads' affinity), PLAN the CPUs its launch plan gave it.
+// threads' affinity), PLAN the CPUs its launch plan gave it, ACTIVE and KV
+// its load.
 void print_instances(const nlohmann::json& result) {
   const auto& list = result.contains("instances") && result["instances"].is_array()
                          ? result["instances"]
@@ -31,7 +55,7 @@ void print_instances(const nlohmann::json& result) {
     return;
   }
   common::TextTable t;
-  t.row({"NAME", "STATE", "PID", "CPUS", "PLAN", "THREADS", "URL"});
+  t.row({"NAME", "STATE", "PID", "CPUS", "PLAN", "THREADS", "ACTIVE", "KV", "URL"});
   std::vector<std::string> errors;
   for (const auto& i : list) {
     if (!i.is_object()) continue;
@@ -47,6 +71,8 @@ void print_instances(const nlohmann::json& result) {
            instance_cpus(i),
            field(i, "cpus"),
            threads,
+           state == "running" ? active_of(i) : "",
+           state == "running" ? kv_of(i) : "",
            field(i, "url")});
     if (!field(i, "last_error").empty())
       errors.push_back(fmt::format("{}: last error: {}", field(i, "name"), field(i, "last_error")));
@@ -91,7 +117,9 @@ void add_engine_command(CLI::App& app, GlobalOptions& global) {
     const char* name;
     const char* help;
   };
-  for (auto [name, help] : {Action{"status", "Each instance: state, pid, CPUs, URL, threads"},
+  for (auto [name, help] : {Action{"status",
+                                   "Each instance: state, pid, CPUs, threads, active sequences, "
+                                   "KV use, URL"},
                             Action{"start", "Start an instance (every one without --name)"},
                             Action{"stop", "Stop an instance (every one without --name)"}}) {
     auto args = std::make_shared<EngineArgs>();

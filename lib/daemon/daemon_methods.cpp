@@ -11,6 +11,7 @@
 #include "control/protocol.hpp"
 #include "daemon/daemon.hpp"
 #include "daemon/daemon_state.hpp"
+#include "daemon/health.hpp"
 #include "daemon/system.hpp"
 #include "launch/from_profile.hpp"
 #include "stack/applied.hpp"
@@ -19,6 +20,9 @@
 #include "stack/steps.hpp"
 
 namespace epyctune::daemon {
+
+// How long engine.status waits for each running instance's /health.
+constexpr int kServingTimeoutMs = 500;
 
 void Daemon::write_metrics_locked() {
   const std::string& path = cur_->cfg.metrics_textfile;
@@ -206,8 +210,14 @@ nlohmann::json Daemon::instances_json_locked(const std::string& name) {
 }
 
 nlohmann::json Daemon::engine_status(const std::string& name) {
-  std::lock_guard lk(mu_);
-  return instances_json_locked(name);
+  nlohmann::json out;
+  {
+    std::lock_guard lk(mu_);
+    out = instances_json_locked(name);
+  }
+  // Outside the lock: an engine slow to answer holds up this reply only.
+  add_serving_load(out, kServingTimeoutMs);
+  return out;
 }
 
 nlohmann::json Daemon::engine_start(const std::string& name) {

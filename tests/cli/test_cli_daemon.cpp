@@ -65,6 +65,23 @@ json canned_instances() {
                                       {"url", "http://127.0.0.1:8080"},
                                       {"threads", json::array({{{"tid", 1}, {"cpus", "0-3"}},
                                                                {{"tid", 2}, {"cpus", "4-7"}}})},
+                                      {"serving",
+                                       {{"active_sequences", 3},
+                                        {"kv_blocks_used", 120},
+                                        {"kv_blocks_total", 512},
+                                        {"kv_block_tokens", 16}}},
+                                      {"last_error", ""}},
+                                     // An engine from before the KV pool.
+                                     {{"name", "old"},
+                                      {"state", "running"},
+                                      {"pid", 4343},
+                                      {"cpus", "48-63"},
+                                      {"host_cpus", "8-9"},
+                                      {"url", "http://127.0.0.1:8081"},
+                                      {"serving",
+                                       {{"active_sequences", nullptr},
+                                        {"kv_blocks_used", nullptr},
+                                        {"kv_blocks_total", nullptr}}},
                                       {"last_error", ""}},
                                      {{"name", "small"},
                                       {"state", "stopped"},
@@ -216,13 +233,18 @@ TEST_CASE("cli: revert, status and engine through the daemon") {
   // A header, then each instance where it runs (its threads' CPUs, else the
   // host CPUs it is confined to) beside its plan's CPUs; it used to print the
   // plan's alone, with no header: "big  running  pid 4242 cpus 0-31 ...".
+  // A running one's active sequences and KV blocks used/total from its
+  // /health; "-" where the engine lacks them (they used to be absent).
   auto es = h.run({"engine", "status"});
   CHECK(es.code == kExitOk);
   CHECK(es.out ==
-        "NAME   STATE    PID   CPUS  PLAN   THREADS  URL\n"
-        "big    running  4242  0-7   0-31   2        http://127.0.0.1:8080\n"
+        "NAME   STATE    PID   CPUS  PLAN   THREADS  ACTIVE  KV             URL\n"
+        "big    running  4242  0-7   0-31   2        3       120/512 (23%)  http://127.0.0.1:8080\n"
+        "old    running  4343  8-9   48-63           -       -              http://127.0.0.1:8081\n"
         "small  stopped        2-3   32-47\n"
         "small: last error: exited with 1\n");
+  auto esj = json::parse(h.run({"engine", "status", "--json"}).out);
+  CHECK(esj["instances"][0]["serving"]["kv_blocks_used"] == 120);
   CHECK(d.last().method == "engine.status");
   auto stop = h.run({"engine", "stop", "--name", "big", "--json"});
   CHECK(stop.code == kExitOk);

@@ -2,14 +2,16 @@
 // for D seconds and report what came back: 200s, 503s (the queue was full:
 // expected under overload), anything else (an error: non-zero exit), p50/p99
 // latency of the 200s, p50/p99 time to first token of streamed ones, and
-// aggregate tok/s from usage.completion_tokens. Beside them it can hold
+// aggregate tok/s from usage.completion_tokens, and for streamed ones the
+// time per output token after the first. Beside them it can hold
 // hostile connections open: idle ones (--idle) and ones that trickle a
 // request's headers a byte at a time (--slow), each reopened when the
-// server closes it. A test and bench tool, not part of the product.
-#include <arpa/inet.h>
+// server closes it. With --mix the clients mix kinds of requests and the
+// run fails unless serve ends every one it admitted (serve_load_mix.cpp).
+// A test and bench tool, not part of the product.
+#include "serve_load.hpp"
+
 #include <httplib.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -28,8 +30,12 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using nlohmann::json;
+using serve_load::Clock;
+using serve_load::completion_tokens_raw;
+using serve_load::percentile;
+using serve_load::Tally;
+using serve_load::Target;
 
 struct Options {
   std::string url = "http://127.0.0.1:8080";
@@ -42,23 +48,9 @@ struct Options {
   double temperature = 0;
   int idle = 0, slow = 0;
   int slow_interval_ms = 1000;
+  bool mix = false;
+  double settle_s = 30;
 };
-
-struct Tally {
-  std::mutex mu;
-  std::vector<double> latency_s;  // of the 200s
-  std::vector<double> ttft_s;     // streamed 200s: to the first token's event
-  int64_t ok = 0, busy = 0, other = 0, tokens = 0;
-  int64_t reopened = 0;             // hostile connections the server closed (and we reopened)
-  std::vector<std::string> errors;  // the first few
-  void error(std::string e) {
-    std::lock_guard lk(mu);
-    ++other;
-    if (errors.size() < 5) errors.push_back(std::move(e));
-  }
-};
-
-int64_t completion_tokens_raw(const std::string& body);
 
 // Completion tokens of a reply, or -1 when it is not a well-formed one.
 int64_t completion_tokens(const std::string& body, bool stream) {
@@ -71,71 +63,10 @@ int64_t completion_tokens(const std::string& body, bool stream) {
   return completion_tokens_raw(body);
 }
 
-int64_t completion_tokens_raw(const std::string& body) {
-  const size_t at = body.rfind("\"usage\":");
-  if (at == std::string::npos) return -1;
-  const size_t start = body.rfind("data: ", at) + 6;
-  const json j = json::parse(body.substr(start, body.find("\n\n", start) - start), nullptr, false);
-  return j.is_discarded() ? -1 : j["usage"].value("completion_tokens", int64_t{-1});
-}
-
-int tcp_connect(const std::string& host, int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  if (::inet_pton(AF_INET, host == "localhost" ? "127.0.0.1" : host.c_str(), &a.sin_addr) != 1 ||
-      ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  const int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  return fd;
-}
-
-// One streamed completion on a connection of its own, read raw so that the
-// first token's arrival is timed: status, the time to the first event with
-// text, and the whole reply's bytes.
-struct RawReply {
-  int status = 0;
-  double ttft_s = -1;
-  std::string body;
-};
-RawReply stream_once(const std::string& host, int port, const std::string& payload) {
-  RawReply r;
-  const int fd = tcp_connect(host, port);
-  if (fd < 0) return r;
-  const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: " + host +
-                          "\r\nContent-Type: application/json\r\nConnection: close\r\n"
-                          "Content-Length: " +
-                          std::to_string(payload.size()) + "\r\n\r\n" + payload;
-  const auto t0 = Clock::now();
-  if (::send(fd, req.data(), req.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(req.size())) {
-    ::close(fd);
-    return r;
-  }
-  std::string in;
-  char buf[16384];
-  for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) {
-    in.append(buf, static_cast<size_t>(n));
-    if (r.ttft_s < 0 && in.find("\"text\":\"") != std::string::npos &&
-        in.find("\"text\":\"\"") != in.find("\"text\":\""))
-      r.ttft_s = std::chrono::duration<double>(Clock::now() - t0).count();
-  }
-  ::close(fd);
-  if (in.rfind("HTTP/1.1 ", 0) == 0 && in.size() > 12) r.status = std::atoi(in.c_str() + 9);
-  const size_t body_at = in.find("\r\n\r\n");
-  if (body_at != std::string::npos) r.body = in.substr(body_at + 4);
-  return r;
-}
-
-void stream_client(const Options& o, const std::string& host, int port, Clock::time_point end,
-                   Tally& t, const std::string& payload) {
+void stream_client(const Target& tg, Clock::time_point end, Tally& t, const std::string& payload) {
   while (Clock::now() < end) {
     const auto t0 = Clock::now();
-    const RawReply r = stream_once(host, port, payload);
+    const serve_load::RawReply r = serve_load::stream_once(tg, payload);
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
     if (r.status == 503) {
       {
@@ -147,23 +78,20 @@ void stream_client(const Options& o, const std::string& host, int port, Clock::t
     }
     // The chunk framing sits between events; the events themselves are whole.
     const int64_t n = r.status == 200 && r.body.find("data: [DONE]") != std::string::npos
-                          ? completion_tokens_raw(r.body)
+                          ? serve_load::completion_tokens_raw(r.body)
                           : -1;
     if (n < 0) {
       t.error("HTTP " + std::to_string(r.status) + ": " + r.body.substr(0, 200));
       continue;
     }
-    std::lock_guard lk(t.mu);
-    ++t.ok;
-    t.tokens += n;
-    t.latency_s.push_back(s);
-    if (r.ttft_s >= 0) t.ttft_s.push_back(r.ttft_s);
+    const double tpot =
+        n >= 2 && r.last_token_s > r.ttft_s ? (r.last_token_s - r.ttft_s) / double(n - 1) : -1;
+    t.streamed(n, s, r.ttft_s, tpot);
   }
-  (void)o;
 }
 
 // Holds n connections that never send a byte; reopens each the server closes.
-void hold_idle(const std::string& host, int port, int n, Clock::time_point end, Tally& t) {
+void hold_idle(const Target& tg, int n, Clock::time_point end, Tally& t) {
   std::vector<int> fds(static_cast<size_t>(n), -1);
   while (Clock::now() < end) {
     for (auto& fd : fds) {
@@ -177,7 +105,7 @@ void hold_idle(const std::string& host, int port, int n, Clock::time_point end, 
           ++t.reopened;
         }
       }
-      if (fd < 0) fd = tcp_connect(host, port);
+      if (fd < 0) fd = serve_load::tcp_connect(tg);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
@@ -187,8 +115,7 @@ void hold_idle(const std::string& host, int port, int n, Clock::time_point end, 
 
 // Holds n connections that each send a request's headers one byte per
 // interval, never finishing; reopens each the server closes (it answers 408).
-void hold_slow(const std::string& host, int port, int n, int interval_ms, Clock::time_point end,
-               Tally& t) {
+void hold_slow(const Target& tg, int n, int interval_ms, Clock::time_point end, Tally& t) {
   const std::string head =
       "GET /health HTTP/1.1\r\nHost: x\r\nX-Trickle: " + std::string(4096, 'a');
   struct Slow {
@@ -209,7 +136,7 @@ void hold_slow(const std::string& host, int port, int n, int interval_ms, Clock:
         }
       }
       if (c.fd < 0) {
-        c.fd = tcp_connect(host, port);
+        c.fd = serve_load::tcp_connect(tg);
         c.sent = 0;
       }
       if (c.fd >= 0 && ::send(c.fd, head.data() + c.sent % head.size(), 1, MSG_NOSIGNAL) == 1)
@@ -221,8 +148,8 @@ void hold_slow(const std::string& host, int port, int n, int interval_ms, Clock:
     if (c.fd >= 0) ::close(c.fd);
 }
 
-void client(const Options& o, const std::string& host, int port, Clock::time_point end, Tally& t) {
-  httplib::Client c(host, port);
+void client(const Options& o, const Target& tg, Clock::time_point end, Tally& t) {
+  httplib::Client c(tg.host, tg.port);
   c.set_read_timeout(300, 0);
   c.set_tcp_nodelay(true);
   c.set_keep_alive(true);  // one connection per client, as a real client keeps
@@ -261,13 +188,6 @@ void client(const Options& o, const std::string& host, int port, Clock::time_poi
   }
 }
 
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * double(v.size())));
-  return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
-}
-
 int run(const Options& o) {
   // http://HOST:PORT[/], parsed by hand (std::regex trips GCC 12's
   // -Wmaybe-uninitialized at -O2).
@@ -280,15 +200,16 @@ int run(const Options& o) {
   if (host.empty() || host.find_first_of("/:") != std::string::npos || port_s.empty() ||
       port_s.size() > 5 || port_s.find_first_not_of("0123456789") != std::string::npos)
     throw std::invalid_argument("--url: want http://HOST:PORT, got " + o.url);
-  const int port = std::stoi(port_s);
+  const Target tg{host, std::stoi(port_s)};
+  if (o.mix)
+    return serve_load::run_mix(tg, {o.clients, o.seconds, o.max_tokens, o.settle_s, o.json_out});
   Tally t;
   const auto start = Clock::now();
   const auto end =
       start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.seconds));
   std::vector<std::thread> threads;
-  if (o.idle > 0) threads.emplace_back([&] { hold_idle(host, port, o.idle, end, t); });
-  if (o.slow > 0)
-    threads.emplace_back([&] { hold_slow(host, port, o.slow, o.slow_interval_ms, end, t); });
+  if (o.idle > 0) threads.emplace_back([&] { hold_idle(tg, o.idle, end, t); });
+  if (o.slow > 0) threads.emplace_back([&] { hold_slow(tg, o.slow, o.slow_interval_ms, end, t); });
   json body = {{"prompt", o.prompt},
                {"max_tokens", o.max_tokens},
                {"temperature", o.temperature},
@@ -299,14 +220,15 @@ int run(const Options& o) {
   for (int i = 0; i < o.clients; ++i)
     threads.emplace_back([&] {
       if (o.stream)
-        stream_client(o, host, port, end, t, stream_payload);
+        stream_client(tg, end, t, stream_payload);
       else
-        client(o, host, port, end, t);
+        client(o, tg, end, t);
     });
   for (auto& th : threads) th.join();
   const double wall = std::chrono::duration<double>(Clock::now() - start).count();
   const double p50 = percentile(t.latency_s, 50), p99 = percentile(t.latency_s, 99);
   const double ttft50 = percentile(t.ttft_s, 50), ttft99 = percentile(t.ttft_s, 99);
+  const double tpot50 = percentile(t.tpot_s, 50), tpot99 = percentile(t.tpot_s, 99);
   const double tok_s = wall > 0 ? double(t.tokens) / wall : 0;
   if (o.json_out) {
     std::printf("%s\n", json{{"clients", o.clients},
@@ -318,6 +240,8 @@ int run(const Options& o) {
                              {"p99_s", p99},
                              {"ttft_p50_s", ttft50},
                              {"ttft_p99_s", ttft99},
+                             {"tpot_p50_s", tpot50},
+                             {"tpot_p99_s", tpot99},
                              {"idle", o.idle},
                              {"slow", o.slow},
                              {"reopened", t.reopened},
@@ -335,6 +259,8 @@ int run(const Options& o) {
         o.clients, wall, static_cast<long long>(t.ok), static_cast<long long>(t.busy),
         static_cast<long long>(t.other), p50 * 1e3, p99 * 1e3, ttft50 * 1e3, ttft99 * 1e3,
         static_cast<long long>(t.tokens), tok_s);
+    if (o.stream)
+      std::printf("time per output token: p50 %.1f ms, p99 %.1f ms\n", tpot50 * 1e3, tpot99 * 1e3);
     if (o.idle + o.slow > 0)
       std::printf("hostile: %d idle, %d slow; %lld reopened after the server closed them\n", o.idle,
                   o.slow, static_cast<long long>(t.reopened));
@@ -372,6 +298,13 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 4096));
   app.add_option("--slow-interval-ms", o.slow_interval_ms, "Between a slow connection's bytes")
       ->check(CLI::Range(10, 60000))
+      ->capture_default_str();
+  app.add_flag("--mix", o.mix,
+               "Mix whole, streamed and cut replies, bad requests and shared prefixes; fail "
+               "unless /metrics then shows every admitted request ended");
+  app.add_option("--settle", o.settle_s,
+                 "With --mix: seconds serve may take after the run to end what it admitted")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_flag("--json", o.json_out, "One JSON object instead of the table");
   CLI11_PARSE(app, argc, argv);
