@@ -121,9 +121,9 @@ class StopSignals {
   std::thread waiter_;
 };
 
-// Without --kv-budget the pool holds --parallel contexts (4 when neither is
-// given); --parallel 0 takes as many sequences as it holds, up to 16. With a
-// draft or n-gram lookup, one: speculation runs one sequence at a time.
+// Without --kv-budget the pool holds --parallel contexts (one when neither
+// is given); --parallel 0 takes as many sequences as it holds, up to 16.
+// With a draft or n-gram lookup, one: speculation runs one at a time.
 int choose_parallel(const ServeArgs& a, sv::Engine& engine) {
   const KvPool& pool = engine.target().kv_pool();
   const int64_t tokens = pool.blocks_total() * KvPool::kBlockPositions;
@@ -162,9 +162,9 @@ int run_serve(ServeArgs a) {
     a.engine.kv_bytes = b.bytes;
     a.engine.kv_tokens = b.tokens;
   } else {
-    // A full context each: --parallel of them, else 4 (1 when speculating).
-    const bool spec = !a.engine.draft.empty() || a.engine.lookup > 0;
-    a.engine.kv_contexts = a.parallel > 0 ? a.parallel : spec ? 1 : 4;
+    // A full context for each of --parallel, else one: the default is
+    // then one sequence at a time, as before the pool.
+    a.engine.kv_contexts = std::max(1, a.parallel);
   }
   if (a.http.port < 0 || a.http.port > 65535)
     throw std::invalid_argument("--port: must be 0 (a free port) to 65535");
@@ -238,7 +238,7 @@ void add_serve_command(CLI::App& app, GlobalOptions& global) {
       ->default_str("auto");
   cmd->add_option("--kv-budget", args->kv_budget,
                   "KV pool size, shared by every sequence: bytes (2G, 512M) or positions "
-                  "(65536tok); at least one context. Default: --parallel contexts (4 without "
+                  "(65536tok); at least one context. Default: --parallel contexts (one without "
                   "it)");
   cmd->add_option("--chat-template", args->http.chat_template,
                   "Chat format when the model's template is unrecognised: chatml, llama3, "
