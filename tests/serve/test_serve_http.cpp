@@ -423,6 +423,7 @@ TEST_CASE("--kv-budget for two requests: four at once all complete; /health and 
   std::string shared;
   for (int i = 0; i < 4; ++i) shared += "the quick brown fox jumps ";
   std::vector<int> status(4, 0);
+  std::vector<std::string> bodies(4);
   std::vector<std::thread> clients;
   for (int i = 0; i < 4; ++i)
     clients.emplace_back([&, i] {
@@ -432,9 +433,10 @@ TEST_CASE("--kv-budget for two requests: four at once all complete; /health and 
           post(c, "/v1/completions",
                {{"prompt", shared + std::to_string(i)}, {"max_tokens", 1000}, {"temperature", 0}});
       if (res) status[size_t(i)] = res->status;
+      if (res && res->status != 200) bodies[size_t(i)] = res->body;
     });
   for (auto& t : clients) t.join();
-  for (int i = 0; i < 4; ++i) CHECK(status[size_t(i)] == 200);
+  for (int i = 0; i < 4; ++i) CHECK_MESSAGE(status[size_t(i)] == 200, bodies[size_t(i)]);
   httplib::Client c(s.host(), s.port());
   const json h = json::parse(c.Get("/health")->body);
   CHECK(h["parallel"] == 4);

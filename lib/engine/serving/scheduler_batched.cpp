@@ -42,6 +42,11 @@ void Scheduler::batched_loop() {
     TextStream& text = *it->second.text;
     metrics_.generation(r.stats.prompt_tokens, r.stats);
     metrics_.prompt_reused(r.reused_prompt_tokens);
+    // The slot and the job leave /slots and /metrics before the client,
+    // woken by end(), can look.
+    publish();
+    auto held = it->second.job;
+    finished(held);
     if (r.finish == SlotResult::Finish::cancelled || job.cancelled()) {
       job.end("", r.stats.generated, abort_ ? "the server is shutting down" : "");
     } else {
@@ -49,7 +54,6 @@ void Scheduler::batched_loop() {
       const bool stop = text.stopped() || r.finish == SlotResult::Finish::stop;
       job.end(stop ? "stop" : "length", r.stats.generated, "");
     }
-    finished(it->second.job);
     active.erase(it);
   };
 
