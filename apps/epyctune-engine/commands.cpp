@@ -18,6 +18,8 @@ std::vector<std::string> llama_style_args(int argc, const char* const* argv) {
       {"-md", "--model-draft"},
       {"-td", "--threads-draft"},
       {"-np", "--parallel"},
+      {"-ctk", "--cache-type-k"},
+      {"-ctv", "--cache-type-v"},
       {"-sys", "--system-prompt"},
       {"-cnv", "--conversation"},
       {"-no-cnv", "--no-conversation"},

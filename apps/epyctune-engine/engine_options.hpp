@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 #include <exception>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -151,11 +152,42 @@ inline constexpr const char* kNumaHelp =
     "gave the process), or none, interleave, split (layers in groups over the nodes), local (the "
     "nodes of the CPUs)";
 
+// --kv-type, and llama.cpp's -ctk/-ctv (--cache-type-k/-v, rewritten by
+// llama_style_args): keys and values share one type here, so two different
+// values are an error.
+inline void add_kv_type_options(CLI::App* cmd, engine::GgmlType& into) {
+  using engine::GgmlType;
+  auto given = std::make_shared<std::optional<GgmlType>>();
+  auto set = [&into, given](const std::string& flag) {
+    return [&into, given, flag](const std::string& v) {
+      const std::map<std::string, GgmlType> types = {
+          {"f16", GgmlType::F16}, {"f32", GgmlType::F32}, {"q8_0", GgmlType::Q8_0}};
+      auto it = types.find(v);
+      if (it == types.end())
+        throw CLI::ValidationError(flag, "expected f16, f32 or q8_0, got '" + v + "'");
+      if (*given && **given != it->second)
+        throw CLI::ValidationError(flag, "keys and values share one KV type here: give one");
+      *given = it->second;
+      into = it->second;
+    };
+  };
+  cmd->add_option_function<std::string>(
+         "--kv-type", set("--kv-type"),
+         "KV cache type: f16, f32 or q8_0 (8-bit, one scale per 32 values: about half f16's "
+         "bytes per position)")
+      ->default_str("f16");
+  cmd->add_option_function<std::string>("--cache-type-k", set("--cache-type-k"),
+                                        "As --kv-type (llama.cpp's -ctk)");
+  cmd->add_option_function<std::string>("--cache-type-v", set("--cache-type-v"),
+                                        "As --kv-type (llama.cpp's -ctv)");
+}
+
 // The target, its context and the CPUs and memory it runs on.
 inline void add_engine_options(CLI::App* cmd, engine::serving::EngineConfig& a) {
   cmd->add_option("-m,--model", a.model,
                   "Target model (GGUF); required unless the launch config names it");
-  cmd->add_option("-c,--ctx-size,--ctx", a.n_ctx, "Context length (0 = the model's)");
+  cmd->add_option("-c,--ctx-size,--ctx", a.n_ctx,
+                  "Context length of each sequence (0 = the model's)");
   auto* th = cmd->add_option("-t,--threads", a.threads,
                              "Threads: the first N allowed CPUs (default: all allowed)");
   add_cpus_option(cmd, "--cpus", a.cpus, "CPUs to run on, e.g. 0-7 (default: all allowed)")
@@ -179,6 +211,7 @@ inline void add_engine_options(CLI::App* cmd, engine::serving::EngineConfig& a) 
   cmd->add_option("--experts-per-token", a.experts_per_token,
                   "Experts run per token in a mixture-of-experts target, instead of the "
                   "model's expert_used_count (fewer: faster, further from the full output)");
+  add_kv_type_options(cmd, a.kv_type);
 }
 
 // --draft-max: adaptive, adaptive:N or N.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <map>
 
+#include "engine/model/kv_pool.hpp"
 #include "engine/runtime/thread_pool.hpp"
 #include "engine/serving/batch_decoder.hpp"
 #include "engine/speculative/speculative.hpp"
@@ -54,8 +55,11 @@ std::vector<int32_t> alone(LlamaModel& m, const Req& r) {
 
 // Feeds the requests to a decoder of `slots` slots as room frees up, with a
 // small prefill budget so prompts spread over steps.
+int max_active = 0;  // the most requests together() had running at once
+
 std::map<size_t, SlotResult> together(LlamaModel& m, const std::vector<Req>& reqs, int slots,
                                       int budget) {
+  max_active = 0;
   BatchDecoder d(m, slots, budget);
   std::map<uint64_t, size_t> index;
   std::map<size_t, SlotResult> out;
@@ -70,7 +74,15 @@ std::map<size_t, SlotResult> together(LlamaModel& m, const std::vector<Req>& req
       sr.sampler = r.sp;
       const int32_t stop = r.stop_at;
       if (stop >= 0) sr.is_stop = [stop](int32_t t) { return t == stop; };
+      // As the server: a request waits until its KV blocks can be reserved.
+      const auto fit = d.fits(sr);
+      REQUIRE(fit != BatchDecoder::Fit::never);
+      if (fit == BatchDecoder::Fit::later) {
+        REQUIRE(d.active() > 0);  // with nothing running everything fits
+        break;
+      }
       index[d.add(std::move(sr))] = next++;
+      max_active = std::max(max_active, d.active());
     }
     for (auto& res : d.step()) out[index.at(res.id)] = std::move(res);
     REQUIRE(++steps < 10000);
@@ -89,16 +101,26 @@ TEST_CASE("continuous batching gives each request its own tokens, greedy and see
   o.seed = 3;
   write_model(path, parse_shape("tiny"), o);
   auto pool = runtime::ThreadPool::unpinned(2);
-  auto m = LlamaModel::load(path, pool);
+  ModelOptions mo;
+  mo.kv_contexts = 16;
+  auto m = LlamaModel::load(path, pool, mo);
   auto reqs = requests(m->n_vocab());
   // One request stops at an end-of-generation token it meets on the way.
   reqs[2].stop_at = alone(*m, reqs[2]).at(1);
+  // 16 requests: the 9 and a second round of them, seeds moved.
+  for (size_t i = 0; i < 7; ++i) {
+    Req r = reqs[i];
+    if (r.sp.temperature > 0) r.sp.seed += 500;
+    r.prompt.push_back(int32_t(i + 1));
+    reqs.push_back(r);
+  }
 
   std::vector<std::vector<int32_t>> want;
   for (const auto& r : reqs) want.push_back(alone(*m, r));
-  for (auto [slots, budget] : {std::pair{1, 256}, {2, 5}, {4, 3}, {16, 64}}) {
+  for (auto [slots, budget] : {std::pair{1, 256}, {2, 5}, {4, 3}, {8, 7}, {16, 64}}) {
     CAPTURE(slots);
     auto got = together(*m, reqs, slots, budget);
+    CHECK(max_active == slots);
     for (size_t i = 0; i < reqs.size(); ++i) {
       CAPTURE(i);
       CHECK(got[i].tokens == want[i]);
@@ -119,7 +141,9 @@ TEST_CASE("continuous batching: cancels, stops from the sink, and the context bo
   s.ctx = 24;
   write_model(path, s, o);
   auto pool = runtime::ThreadPool::unpinned(1);
-  auto m = LlamaModel::load(path, pool);
+  ModelOptions mo;
+  mo.kv_contexts = 3;
+  auto m = LlamaModel::load(path, pool, mo);
   BatchDecoder d(*m, 3, 4);
 
   bool cancel = false;
@@ -183,59 +207,161 @@ TEST_CASE("continuous batching: cancels, stops from the sink, and the context bo
   CHECK(d.active() == 0);
 }
 
-TEST_CASE("prefix reuse: a request computes only what no free slot's cache holds") {
+TEST_CASE("a KV budget for 2 requests: 4 submitted wait their turn and all complete") {
   TempDir dir;
   const auto path = dir.path() / "m.gguf";
   WriteOptions o;
   o.quant = "q8_0";
   write_model(path, parse_shape("tiny"), o);
   auto pool = runtime::ThreadPool::unpinned(2);
-  auto m = LlamaModel::load(path, pool);
+  auto reqs = requests(1);  // placeholder for the vocabulary below
+  ModelOptions mo;
+  mo.n_ctx = 48;  // 3 blocks a request at most: 6 blocks hold 2 of them
+  mo.kv_tokens = 96;
+  auto m = LlamaModel::load(path, pool, mo);
+  reqs.clear();
+  for (int i = 0; i < 4; ++i) {
+    Req r;
+    for (int k = 0; k < 20 + i; ++k) r.prompt.push_back((k * 13 + i * 7 + 1) % m->n_vocab());
+    r.n_predict = 20;  // 40+ positions: 3 blocks each
+    reqs.push_back(r);
+  }
+  std::vector<std::vector<int32_t>> want;
+  for (const auto& r : reqs) want.push_back(alone(*m, r));
+  CHECK(m->kv_pool().blocks_total() == 6);
+  auto got = together(*m, reqs, 4, 16);
+  CHECK(max_active == 2);  // four slots, memory for two
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    CAPTURE(i);
+    CHECK(got[i].finish == SlotResult::Finish::length);
+    CHECK(got[i].tokens == want[i]);
+  }
+  // A request longer than the whole pool is refused, not queued forever.
+  ModelOptions big = mo;
+  big.n_ctx = 128;
+  auto m2 = LlamaModel::load(path, pool, big);
+  BatchDecoder d(*m2, 2, 16);
+  SlotRequest huge;
+  huge.prompt.assign(100, 1);
+  huge.n_predict = 10;
+  CHECK(d.fits(huge) == BatchDecoder::Fit::now);  // its pool is one context: 8 blocks
+  SlotRequest small;
+  small.prompt.assign(10, 1);
+  small.n_predict = 100;  // capped by the context: 8 blocks too
+  d.add(small);
+  CHECK(d.fits(huge) == BatchDecoder::Fit::later);
+  CHECK_THROWS_AS(d.add(huge), std::logic_error);
+  CHECK(d.active() == 1);
+}
+
+TEST_CASE("prefix reuse: full blocks of any slot's request, running or finished") {
+  TempDir dir;
+  const auto path = dir.path() / "m.gguf";
+  WriteOptions o;
+  o.quant = "q8_0";
+  write_model(path, parse_shape("tiny"), o);
+  auto pool = runtime::ThreadPool::unpinned(2);
+  ModelOptions mo;
+  mo.kv_contexts = 2;
+  auto m = LlamaModel::load(path, pool, mo);
+  auto ref = LlamaModel::load(path, pool);  // alone(), beside the decoder's pool
   const int V = m->n_vocab();
-  BatchDecoder d(*m, 2, 8);
-  auto run = [&](const Req& r) {
+  BatchDecoder d(*m, 2, 16);
+  auto add = [&](const Req& r) {
     SlotRequest sr;
     sr.prompt = r.prompt;
     sr.n_predict = r.n_predict;
     sr.sampler = r.sp;
-    const auto id = d.add(std::move(sr));
-    for (int i = 0; i < 1000; ++i)
+    return d.add(std::move(sr));
+  };
+  auto run_until = [&](uint64_t id) {
+    for (int i = 0; i < 2000; ++i)
       for (auto& res : d.step())
         if (res.id == id) return res;
     FAIL("the request did not end");
     return SlotResult{};
   };
+  auto slot_of = [&](uint64_t id) {
+    for (const auto& s : d.states())
+      if (s.busy && s.id == id) return s.slot;
+    return -1;
+  };
+  // A: 3 full blocks and a tail, still decoding when B arrives.
   Req a;
-  for (int k = 0; k < 20; ++k) a.prompt.push_back((k * 17 + 5) % V);
-  a.n_predict = 8;
-  const auto ra = run(a);
-  CHECK(ra.reused_prompt_tokens == 0);
-  CHECK(ra.tokens == alone(*m, a));
+  for (int k = 0; k < 52; ++k) a.prompt.push_back((k * 17 + 5) % V);
+  a.n_predict = 40;
+  const auto ida = add(a);
+  for (int i = 0; i < 6; ++i) d.step();  // 52 prompt tokens at 16 a step: A decodes
+  REQUIRE(d.states()[size_t(slot_of(ida))].generated > 0);
 
-  // The next turn: A's prompt, A's answer, and a new question.
-  Req b = a;
-  b.prompt.insert(b.prompt.end(), ra.tokens.begin(), ra.tokens.end());
-  for (int k = 0; k < 5; ++k) b.prompt.push_back((k * 29 + 3) % V);
-  b.n_predict = 10;
+  // B: the same 3-block prefix, another tail, on the other slot while A runs.
+  Req b;
+  b.prompt.assign(a.prompt.begin(), a.prompt.begin() + 48);
+  for (int k = 0; k < 9; ++k) b.prompt.push_back((k * 29 + 3) % V);
+  b.n_predict = 6;
   b.sp.temperature = 0.7f;
   b.sp.seed = 9;
-  const auto rb = run(b);
-  CHECK(rb.reused_prompt_tokens == 27);  // A's 20 + the 7 answer tokens it fed back
-  CHECK(rb.tokens == alone(*m, b));
+  const auto idb = add(b);
+  CHECK(slot_of(idb) != slot_of(ida));
+  const auto states = d.states();
+  const auto& sa = states[size_t(slot_of(ida))];
+  const auto& sb = states[size_t(slot_of(idb))];
+  CHECK(sb.cached == 48);
+  REQUIRE(sa.blocks.size() >= 4);
+  CHECK(sb.blocks == std::vector<int>(sa.blocks.begin(), sa.blocks.begin() + 3));
+  const auto rb = run_until(idb);
+  CHECK(rb.reused_prompt_tokens == 48);  // only the 9-token tail was computed
+  CHECK(rb.tokens == alone(*ref, b));    // as without reuse
+  const auto ra = run_until(ida);
+  CHECK(ra.reused_prompt_tokens == 0);
+  CHECK(ra.tokens == alone(*ref, a));
 
-  // A shared start only: the slot with the longest common prefix is taken.
-  Req c;
-  c.prompt.assign(a.prompt.begin(), a.prompt.begin() + 10);
-  for (int k = 0; k < 6; ++k) c.prompt.push_back((k * 41 + 7) % V);
-  c.n_predict = 6;
-  const auto rc = run(c);
-  CHECK(rc.reused_prompt_tokens == 10);
-  CHECK(rc.tokens == alone(*m, c));
-
-  // The same prompt again: all but its last token come from the cache.
-  const auto rc2 = run(c);
-  CHECK(rc2.reused_prompt_tokens == static_cast<int64_t>(c.prompt.size()) - 1);
+  // Finished, A's blocks stay cached: the next turn (A's prompt and answer
+  // and a question) maps every full block of them.
+  Req c = a;
+  c.prompt.insert(c.prompt.end(), ra.tokens.begin(), ra.tokens.end());
+  for (int k = 0; k < 5; ++k) c.prompt.push_back((k * 41 + 7) % V);
+  c.n_predict = 5;
+  CHECK(d.kv().blocks_used == 0);
+  CHECK(d.kv().blocks_cached > 0);
+  const auto rc = run_until(add(c));
+  CHECK(rc.reused_prompt_tokens == 80);  // 97 prompt tokens: 6 full blocks before the last
+  CHECK(rc.tokens == alone(*ref, c));
+  // The same prompt again: the same blocks.
+  const auto rc2 = run_until(add(c));
+  CHECK(rc2.reused_prompt_tokens == 96);  // c's own 6th block is in the pool now
   CHECK(rc2.tokens == rc.tokens);
-  auto st = d.states();
-  CHECK(std::none_of(st.begin(), st.end(), [](const SlotState& s) { return s.busy; }));
+}
+
+TEST_CASE("prefix reuse under a small KV budget: cached blocks are evicted, nothing fails") {
+  TempDir dir;
+  const auto path = dir.path() / "m.gguf";
+  WriteOptions o;
+  o.quant = "q4_0";
+  write_model(path, parse_shape("tiny"), o);
+  auto pool = runtime::ThreadPool::unpinned(2);
+  ModelOptions mo;
+  mo.n_ctx = 64;  // one context: 4 blocks, the whole pool
+  auto m = LlamaModel::load(path, pool, mo);
+  const int V = m->n_vocab();
+  std::vector<Req> reqs;
+  for (int i = 0; i < 6; ++i) {
+    Req r;
+    // Pairs share a 2-block prefix; each pair's differs.
+    for (int k = 0; k < 32; ++k) r.prompt.push_back((k * 7 + (i / 2) * 53 + 1) % V);
+    for (int k = 0; k < 5; ++k) r.prompt.push_back((k * 11 + i * 3 + 2) % V);
+    r.n_predict = 12;
+    reqs.push_back(r);
+  }
+  std::vector<std::vector<int32_t>> want;
+  for (const auto& r : reqs) want.push_back(alone(*m, r));
+  auto got = together(*m, reqs, 2, 16);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    CAPTURE(i);
+    CHECK(got[i].tokens == want[i]);
+  }
+  CHECK(m->kv_pool().evictions() > 0);
+  int64_t reused = 0;
+  for (const auto& [i, r] : got) reused += r.reused_prompt_tokens;
+  CHECK(reused >= 32);  // the second of a pair, when its prefix was not evicted yet
 }

@@ -52,6 +52,29 @@ TEST_CASE("metrics render as Prometheus text with HELP and TYPE") {
   CHECK(samples > 10);
 }
 
+TEST_CASE("metrics carry the KV pool's gauges and prompt tokens reused against computed") {
+  Metrics m;
+  epyctune::engine::speculative::SpecStats st;
+  m.generation(40, st);
+  m.prompt_reused(32);
+  m.generation(10, st);
+  KvPoolGauges kv;
+  kv.active_sequences = 3;
+  kv.blocks_used = 17;
+  kv.blocks_cached = 5;
+  kv.blocks_total = 64;
+  kv.block_tokens = 16;
+  const std::string t = m.render({}, {}, kv);
+  for (const char* line :
+       {"epyctune_serve_active_sequences 3", "epyctune_serve_kv_blocks_used 17",
+        "epyctune_serve_kv_blocks_cached 5", "epyctune_serve_kv_blocks_total 64",
+        "epyctune_serve_kv_block_tokens 16", "epyctune_serve_prompt_tokens_reused_total 32",
+        "epyctune_serve_prompt_tokens_computed_total 18",
+        "# TYPE epyctune_serve_kv_blocks_used gauge",
+        "# TYPE epyctune_serve_prompt_tokens_computed_total counter"})
+    CHECK_MESSAGE(t.find(std::string(line) + "\n") != std::string::npos, line);
+}
+
 TEST_CASE("queue wait, time to first token and time per output token are histograms") {
   Metrics m;
   m.timings(0.002, 0.03, 0.02);

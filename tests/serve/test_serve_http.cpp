@@ -413,3 +413,58 @@ TEST_CASE("--parallel 4: concurrent requests are batched and each gets its own r
   CHECK(json::parse(c.Get("/health")->body)["parallel"] == 4);
   CHECK(s.stop() == 0);
 }
+
+TEST_CASE("--kv-budget for two requests: four at once all complete; /health and /slots show it") {
+  auto& m = ServeModels::get();
+  // -c 256 and max_tokens past it: each request may need 16 blocks, and
+  // 512 positions hold 32.
+  ServeChild s(engine_bin(),
+               {"-m", m.tiny, "-t", "2", "-c", "256", "--kv-budget", "512tok", "--parallel", "4"});
+  std::string shared;
+  for (int i = 0; i < 4; ++i) shared += "the quick brown fox jumps ";
+  std::vector<int> status(4, 0);
+  std::vector<std::string> bodies(4);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 4; ++i)
+    clients.emplace_back([&, i] {
+      httplib::Client c(s.host(), s.port());
+      c.set_read_timeout(60, 0);
+      auto res =
+          post(c, "/v1/completions",
+               {{"prompt", shared + std::to_string(i)}, {"max_tokens", 1000}, {"temperature", 0}});
+      if (res) status[size_t(i)] = res->status;
+      if (res && res->status != 200) bodies[size_t(i)] = res->body;
+    });
+  for (auto& t : clients) t.join();
+  for (int i = 0; i < 4; ++i) CHECK_MESSAGE(status[size_t(i)] == 200, bodies[size_t(i)]);
+  httplib::Client c(s.host(), s.port());
+  const json h = json::parse(c.Get("/health")->body);
+  CHECK(h["parallel"] == 4);
+  CHECK(h["active_sequences"] == 0);
+  CHECK(h["kv_blocks_used"] == 0);
+  CHECK(h["kv_blocks_total"] == 32);
+  CHECK(h["kv_block_tokens"] == 16);
+  CHECK(h["kv_blocks_cached"].get<int>() > 0);  // the prompts' full blocks, kept for reuse
+  CHECK(metric(c, "epyctune_serve_kv_blocks_total") == 32);
+  CHECK(metric(c, "epyctune_serve_kv_block_tokens") == 16);
+  CHECK(metric(c, "epyctune_serve_active_sequences") == 0);
+  // The shared start was computed fewer than four times over.
+  const double reused = metric(c, "epyctune_serve_prompt_tokens_reused_total");
+  const double computed = metric(c, "epyctune_serve_prompt_tokens_computed_total");
+  CHECK(reused >= 16);
+  CHECK(reused + computed == metric(c, "epyctune_serve_prompt_tokens_total"));
+  const json slots = json::parse(c.Get("/slots")->body);
+  REQUIRE(slots.size() == 4);
+  for (const auto& sl : slots) {
+    CHECK(sl["kv_blocks"].is_array());
+    CHECK(sl["kv_blocks"].empty());
+    CHECK(sl["kv_blocks_reserved"] == 0);
+  }
+  CHECK(s.stop() == 0);
+
+  // No --parallel: as many contexts as the budget holds.
+  ServeChild d(engine_bin(), {"-m", m.tiny, "-t", "1", "-c", "64", "--kv-budget", "192tok"});
+  httplib::Client dc(d.host(), d.port());
+  CHECK(json::parse(dc.Get("/health")->body)["parallel"] == 3);
+  CHECK(d.stop() == 0);
+}

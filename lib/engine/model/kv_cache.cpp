@@ -1,7 +1,6 @@
 #include "engine/model/kv_cache.hpp"
 
 #include <immintrin.h>
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstring>
@@ -37,6 +36,8 @@ const bool kHaveF16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports(
 void to_f32(GgmlType t, const uint8_t* src, float* dst, int n) {
   if (t == GgmlType::F32) {
     std::memcpy(dst, src, sizeof(float) * n);
+  } else if (t == GgmlType::Q8_0) {
+    kernels::dequantize_row(t, src, dst, n);
   } else if (kHaveF16c) {
     f16_to_f32_f16c(reinterpret_cast<const uint16_t*>(src), dst, n);
   } else {
@@ -46,56 +47,126 @@ void to_f32(GgmlType t, const uint8_t* src, float* dst, int n) {
 
 }  // namespace
 
+KvCache::KvCache(std::shared_ptr<KvPool> pool)
+    : pool_(std::move(pool)),
+      n_layers_(pool_->shape().n_layers),
+      n_kv_heads_(pool_->shape().n_kv_heads),
+      row_bytes_(pool_->shape().row_bytes()) {}
+
 KvCache::KvCache(int n_layers, int n_ctx, int n_kv_heads, int head_dim, GgmlType type)
-    : n_layers_(n_layers), n_kv_heads_(n_kv_heads), head_dim_(head_dim), type_(type) {
-  if (type != GgmlType::F16 && type != GgmlType::F32)
-    throw std::invalid_argument("KV cache type must be f16 or f32");
-  elem_ = type == GgmlType::F16 ? 2 : 4;
-  const size_t blocks = (static_cast<size_t>(n_ctx) + kBlockPositions - 1) / kBlockPositions;
-  bytes_ = size_t{2} * blocks * kBlockPositions * n_layers * n_kv_heads * head_dim * elem_;
-  void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED)
-    throw std::runtime_error("KV cache: cannot map " + std::to_string(bytes_) + " bytes");
-  base_ = static_cast<uint8_t*>(p);
-  // Fewer TLB misses for the scattered heads; a kernel without THP just says no.
-  madvise(p, bytes_, MADV_HUGEPAGE);
+    : KvCache(std::make_shared<KvPool>(KvShape{n_layers, n_kv_heads, head_dim, type},
+                                       KvPool::blocks_for(std::max(1, n_ctx)))) {
+  dense_ = true;
+  for (int64_t i = 0; i < pool_->blocks_total(); ++i) table_.push_back(pool_->take(false));
 }
 
 KvCache::~KvCache() {
-  munmap(base_, bytes_);
+  for (auto it = table_.rbegin(); it != table_.rend(); ++it) pool_->unref(*it);
+  drop_reservation();
+}
+
+int KvCache::take_block() {
+  if (reserved_ > 0) {
+    --reserved_;
+    return pool_->take(true);
+  }
+  const int b = pool_->take(false);
+  if (b < 0)
+    throw std::runtime_error("KV pool full: all " + std::to_string(pool_->blocks_total()) +
+                             " blocks are in use or reserved (serve --kv-budget sizes it)");
+  return b;
+}
+
+void KvCache::prepare(int pos0, int pos1) {
+  if (dense_ || pos1 <= pos0) return;
+  const size_t last = size_t(pos1 - 1) / kBlockPositions;
+  for (size_t i = size_t(pos0) / kBlockPositions; i <= last; ++i) {
+    if (i >= table_.size()) {
+      table_.push_back(take_block());
+      continue;
+    }
+    const int b = table_[i];
+    if (pool_->refs(b) > 1) {
+      // Copy on write: the other holders keep the block as it is.
+      const int nb = take_block();
+      std::memcpy(pool_->block(nb), pool_->block(b), pool_->block_bytes());
+      pool_->unref(b);
+      table_[i] = nb;
+    } else if (pool_->published(b)) {
+      pool_->unpublish(b);  // its content is about to differ from its tokens
+    }
+  }
+}
+
+void KvCache::truncate(int pos) {
+  if (dense_) return;
+  const auto keep = size_t(KvPool::blocks_for(std::max(0, pos)));
+  // The deepest block first, so the LRU evicts a prefix's tail before its head.
+  while (table_.size() > keep) {
+    pool_->unref(table_.back());
+    table_.pop_back();
+    // A reserving sequence keeps its promise: the block may be needed again.
+    if (reserving_ && pool_->reserve(1)) ++reserved_;
+  }
+}
+
+bool KvCache::reserve_positions(int64_t positions) {
+  if (dense_) return true;
+  const int64_t need = KvPool::blocks_for(positions) - int64_t(table_.size()) - reserved_;
+  if (need <= 0) return true;
+  if (!pool_->reserve(need)) return false;
+  reserved_ += need;
+  reserving_ = true;
+  return true;
+}
+
+void KvCache::drop_reservation() {
+  pool_->unreserve(reserved_);
+  reserved_ = 0;
+  reserving_ = false;
+}
+
+void KvCache::map_prefix(std::span<const int> blocks) {
+  if (!table_.empty()) throw std::logic_error("KvCache::map_prefix: the cache is not empty");
+  for (int b : blocks) {
+    pool_->ref(b);
+    table_.push_back(b);
+  }
 }
 
 uint8_t* KvCache::at(bool v, int layer, int head, int pos) const {
-  const size_t block = static_cast<size_t>(pos) / kBlockPositions;
-  const size_t run = ((block * n_layers_ + layer) * 2 + (v ? 1 : 0)) * n_kv_heads_ + head;
+  const size_t block = size_t(table_[size_t(pos) / kBlockPositions]);
+  const size_t run = (size_t(layer) * 2 + (v ? 1 : 0)) * n_kv_heads_ + head;
   const size_t row = run * kBlockPositions + static_cast<size_t>(pos) % kBlockPositions;
-  return base_ + row * head_dim_ * elem_;
+  return pool_->block(int(block)) + row * row_bytes_;
 }
 
 void KvCache::store(int layer, int pos, const float* k, const float* v) {
+  const GgmlType t = type();
+  const int hd = pool_->shape().head_dim;
   for (int h = 0; h < n_kv_heads_; ++h) {
-    const float* ks = k + static_cast<size_t>(h) * head_dim_;
-    const float* vs = v + static_cast<size_t>(h) * head_dim_;
-    if (type_ == GgmlType::F32) {
-      std::memcpy(at(false, layer, h, pos), ks, sizeof(float) * head_dim_);
-      std::memcpy(at(true, layer, h, pos), vs, sizeof(float) * head_dim_);
-    } else if (kHaveF16c) {
-      f32_to_f16_f16c(ks, reinterpret_cast<uint16_t*>(at(false, layer, h, pos)), head_dim_);
-      f32_to_f16_f16c(vs, reinterpret_cast<uint16_t*>(at(true, layer, h, pos)), head_dim_);
-    } else {
-      kernels::quantize_row(GgmlType::F16, ks, at(false, layer, h, pos), head_dim_);
-      kernels::quantize_row(GgmlType::F16, vs, at(true, layer, h, pos), head_dim_);
+    const float* ks = k + static_cast<size_t>(h) * hd;
+    const float* vs = v + static_cast<size_t>(h) * hd;
+    if (t == GgmlType::F32) {
+      std::memcpy(at(false, layer, h, pos), ks, sizeof(float) * hd);
+      std::memcpy(at(true, layer, h, pos), vs, sizeof(float) * hd);
+    } else if (t == GgmlType::F16 && kHaveF16c) {
+      f32_to_f16_f16c(ks, reinterpret_cast<uint16_t*>(at(false, layer, h, pos)), hd);
+      f32_to_f16_f16c(vs, reinterpret_cast<uint16_t*>(at(true, layer, h, pos)), hd);
+    } else {  // F16 without F16C, Q8_0: the reference converters
+      kernels::quantize_row(t, ks, at(false, layer, h, pos), hd);
+      kernels::quantize_row(t, vs, at(true, layer, h, pos), hd);
     }
   }
 }
 
 void KvCache::load(bool v, int layer, int head, int pos0, int n, float* out) const {
-  // Runs of up to kBlockPositions contiguous rows.
+  // Runs of up to kBlockPositions contiguous rows (whole Q8_0 blocks each).
+  const int hd = pool_->shape().head_dim;
   for (int pos = pos0; pos < pos0 + n;) {
     const int len = std::min(pos0 + n - pos, kBlockPositions - pos % kBlockPositions);
-    to_f32(type_, at(v, layer, head, pos), out, len * head_dim_);
-    out += static_cast<size_t>(len) * head_dim_;
+    to_f32(type(), at(v, layer, head, pos), out, len * hd);
+    out += static_cast<size_t>(len) * hd;
     pos += len;
   }
 }

@@ -75,8 +75,9 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::filesystem::path& path,
   m->file_ = gguf::File::open(path);
   m->cfg_ = read_llama_config(*m->file_);
   m->impl_->w = bind_weights(*m->file_, m->cfg_);
-  if (opts.kv_type != GgmlType::F16 && opts.kv_type != GgmlType::F32)
-    throw std::invalid_argument(fmt::format("{}: KV cache type must be f16 or f32, not {}",
+  if (opts.kv_type != GgmlType::F16 && opts.kv_type != GgmlType::F32 &&
+      opts.kv_type != GgmlType::Q8_0)
+    throw std::invalid_argument(fmt::format("{}: KV cache type must be f16, f32 or q8_0, not {}",
                                             path.string(), traits(opts.kv_type).name));
   if (opts.n_ctx < 0) throw std::invalid_argument("n_ctx must be >= 0");
   m->n_ctx_ = opts.n_ctx > 0 ? opts.n_ctx : m->cfg_.n_ctx;
@@ -116,7 +117,14 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::filesystem::path& path,
     m->load_.prefault_s = common::seconds_since(t1);
   }
   const auto& c = m->cfg_;
-  m->seq_ = m->make_sequence(opts.kv_type);
+  const KvShape shape{c.n_layers, c.n_kv_heads, c.head_dim, opts.kv_type};
+  shape.check();
+  const int64_t budget_blocks =
+      std::max({KvPool::blocks_for(m->n_ctx_) * std::max(1, opts.kv_contexts),
+                KvPool::blocks_for(opts.kv_tokens),
+                std::max<int64_t>(0, opts.kv_bytes) / int64_t(shape.block_bytes())});
+  m->kv_pool_ = std::make_shared<KvPool>(shape, budget_blocks);
+  m->seq_ = m->pooled_sequence();
   m->impl_->rope = std::make_unique<RopeTable>(c, w.rope_freqs);
   m->setup_moe(opts.experts_per_token);
   m->max_batch_ = std::max(1, opts.max_batch);
@@ -212,9 +220,9 @@ std::vector<runtime::AddressRange> LlamaModel::weight_ranges() const {
 }
 
 runtime::AddressRange LlamaModel::kv_range() const {
-  if (!seq_) return {};
-  auto b = reinterpret_cast<uint64_t>(seq_->kv_->data());
-  return {b, b + seq_->kv_->bytes()};
+  if (!kv_pool_) return {};
+  auto b = reinterpret_cast<uint64_t>(kv_pool_->data());
+  return {b, b + kv_pool_->bytes()};
 }
 
 std::string LlamaModel::placement_summary() const {
@@ -311,14 +319,58 @@ Sequence::~Sequence() = default;
 void Sequence::truncate(int pos) {
   if (pos < 0) throw std::out_of_range(fmt::format("truncate({}): negative position", pos));
   pos_ = std::min(pos_, pos);
+  kv_->truncate(pos_);
+  if (tokens_.size() > size_t(pos_)) tokens_.resize(size_t(pos_));
+  hashes_.resize(std::min(hashes_.size(), size_t(pos_) / KvPool::kBlockPositions));
+}
+
+void Sequence::clear() {
+  truncate(0);
+  kv_->drop_reservation();
 }
 
 uint64_t Sequence::kv_bytes() const {
   return kv_->bytes();
 }
 
+int Sequence::admit(std::span<const int32_t> prompt, int64_t positions) {
+  if (pos_ != 0 || !kv_->table().empty())
+    throw std::logic_error("Sequence::admit: the sequence is not empty");
+  KvPool& pool = kv_->pool();
+  const int64_t max_shared =
+      prompt.empty() ? 0 : int64_t(prompt.size() - 1) / KvPool::kBlockPositions;
+  auto a = pool.plan(prompt, max_shared, positions);
+  if (!a.fits) return -1;
+  kv_->map_prefix(a.shared);
+  if (!kv_->reserve_positions(positions)) {  // cannot happen after plan(): keep it whole
+    kv_->truncate(0);
+    return -1;
+  }
+  pos_ = static_cast<int>(a.shared.size()) * KvPool::kBlockPositions;
+  tokens_.assign(prompt.begin(), prompt.begin() + pos_);
+  hashes_ = std::move(a.hashes);
+  return pos_;
+}
+
+void Sequence::appended(int pos0, std::span<const int32_t> tokens) {
+  KvPool& pool = kv_->pool();
+  if (!pool.indexing()) return;
+  tokens_.resize(size_t(pos0));
+  tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
+  constexpr size_t kB = KvPool::kBlockPositions;
+  for (size_t blk = hashes_.size(); (blk + 1) * kB <= tokens_.size(); ++blk) {
+    std::span<const int32_t> bt(tokens_.data() + blk * kB, kB);
+    hashes_.push_back(KvPool::chain_hash(blk ? hashes_[blk - 1] : 0, bt));
+    pool.publish(kv_->table()[blk], hashes_.back(), bt);
+  }
+}
+
 std::unique_ptr<Sequence> LlamaModel::new_sequence() const {
-  return make_sequence(seq_->kv_->type());
+  return make_sequence(kv_pool_->shape().type);
+}
+
+std::unique_ptr<Sequence> LlamaModel::pooled_sequence() const {
+  return std::unique_ptr<Sequence>(new Sequence(std::make_unique<KvCache>(kv_pool_)));
 }
 
 std::unique_ptr<Sequence> LlamaModel::make_sequence(GgmlType kv_type) const {
@@ -348,6 +400,9 @@ void LlamaModel::forward_rows(std::span<const SeqRow> rows, float* logits) {
     if (seq->pos_ + n > n_ctx_)
       throw std::out_of_range(
           fmt::format("context full: {} cached + {} new tokens > n_ctx {}", seq->pos_, n, n_ctx_));
+  // Blocks for every new position (may throw: the pool is full), before any
+  // sequence moves.
+  for (const auto& [seq, n] : runs) seq->kv_->prepare(seq->pos_, seq->pos_ + n);
   std::vector<int32_t> tokens;
   std::vector<int> out_rows;
   float* out = logits;
@@ -368,7 +423,12 @@ void LlamaModel::forward_rows(std::span<const SeqRow> rows, float* logits) {
     }
     embed(tokens);
     run_layers(B);
-    for (const auto& seg : s.segs) rows[i + size_t(seg.t0)].seq->pos_ += seg.t1 - seg.t0;
+    for (const auto& seg : s.segs) {
+      Sequence& q = *rows[i + size_t(seg.t0)].seq;
+      q.appended(q.pos_,
+                 std::span<const int32_t>(tokens).subspan(size_t(seg.t0), size_t(seg.t1 - seg.t0)));
+      q.pos_ += seg.t1 - seg.t0;
+    }
     if (!out) continue;
     out_rows.clear();
     for (int t = 0; t < B; ++t)

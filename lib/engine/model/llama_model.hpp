@@ -33,7 +33,12 @@ class ThreadPool;
 
 struct ModelOptions {
   int n_ctx = 0;                     // 0 = the model's context_length
-  GgmlType kv_type = GgmlType::F16;  // F16 or F32
+  GgmlType kv_type = GgmlType::F16;  // F16, F32 or Q8_0
+  // The model's KV pool (kv_pool.hpp), shared by the default sequence and
+  // pooled_sequence()s: in positions, bytes or contexts of n_ctx, the
+  // largest wins (by default one context).
+  int64_t kv_tokens = 0, kv_bytes = 0;
+  int kv_contexts = 1;
   // Weight memory: copied out of the file mapping into anonymous memory (THP;
   // MAP_HUGETLB when asked), where NUMA placement and repacking can happen.
   // false: used in place from the file mapping (shared page cache, no repack).
@@ -76,26 +81,44 @@ struct LoadReport {
 };
 
 class KvCache;
+class KvPool;
 
-// One sequence's own KV cache and position, beside the model's default one:
+// One sequence's KV cache and position, beside the model's default one:
 // many sequences share one model's weights, and LlamaModel::forward_rows runs
-// rows of several in one pass. Made by LlamaModel::new_sequence; must not
-// outlive the model.
+// rows of several in one pass. Made by LlamaModel::new_sequence (a cache of
+// its own) or pooled_sequence (blocks of the model's pool); must not outlive
+// the model.
 class Sequence {
  public:
   ~Sequence();
   Sequence(const Sequence&) = delete;
   Sequence& operator=(const Sequence&) = delete;
   int pos() const { return pos_; }
-  // Drops every cached position >= pos.
+  // Drops every cached position >= pos (a pooled sequence gives back the
+  // blocks past it).
   void truncate(int pos);
-  uint64_t kv_bytes() const;  // reserved (address space), not resident
+  // truncate(0), and the reservation given back.
+  void clear();
+  uint64_t kv_bytes() const;  // mapped (address space), not resident
+  const KvCache& kv() const { return *kv_; }
+  // An empty pooled sequence takes the cached blocks holding the leading
+  // full blocks of prompt (at most (prompt.size() - 1) / 16 of them: the
+  // last prompt token is always computed, for its logits), and reserves
+  // every other block that `positions` positions need. Returns the
+  // positions now cached, or -1 (nothing taken) when the pool cannot
+  // promise the blocks now.
+  int admit(std::span<const int32_t> prompt, int64_t positions);
 
  private:
   friend class LlamaModel;
   explicit Sequence(std::unique_ptr<KvCache> kv);
+  // After a pass appended tokens at [pos0, pos0 + n): publishes the blocks
+  // they completed (when the pool indexes prefixes).
+  void appended(int pos0, std::span<const int32_t> tokens);
   std::unique_ptr<KvCache> kv_;
   int pos_ = 0;
+  std::vector<int32_t> tokens_;   // every cached position's token (indexing pools)
+  std::vector<uint64_t> hashes_;  // each full block's chain hash
 };
 
 // One row of a multi-sequence pass: the next token of one sequence.
@@ -128,6 +151,10 @@ class LlamaModel : public CausalLM {
   // A new sequence with a cache of n_ctx() positions, in the default
   // sequence's KV type. Its memory is taken as positions are reached.
   std::unique_ptr<Sequence> new_sequence() const;
+  // A new sequence over the model's KV pool: blocks taken as positions are
+  // reached (within a reservation: Sequence::admit), given back by truncate.
+  std::unique_ptr<Sequence> pooled_sequence() const;
+  KvPool& kv_pool() const { return *kv_pool_; }
   // Appends each row's token to its sequence in one batched pass: every
   // weight matrix is read once for all rows, and each row attends to its own
   // sequence's cache. A sequence's rows must be contiguous, in order. logits
@@ -162,7 +189,7 @@ class LlamaModel : public CausalLM {
   // Where the weight pages are (from /proc/self/numa_maps); err on failure.
   std::string placement_summary() const;
   // The address ranges of the weights (the copy, or the file mapping) and of
-  // the KV cache, for binding and reading back their NUMA placement.
+  // the KV pool, for binding and reading back their NUMA placement.
   std::vector<runtime::AddressRange> weight_ranges() const;
   runtime::AddressRange kv_range() const;
 
@@ -199,7 +226,8 @@ class LlamaModel : public CausalLM {
   int max_batch_ = 64;
   LoadReport load_;
   std::unique_ptr<Impl> impl_;
-  std::unique_ptr<Sequence> seq_;  // the default sequence
+  std::shared_ptr<KvPool> kv_pool_;
+  std::unique_ptr<Sequence> seq_;  // the default sequence, on kv_pool_
 };
 
 }  // namespace epyctune::engine

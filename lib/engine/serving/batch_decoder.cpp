@@ -1,10 +1,14 @@
 #include "engine/serving/batch_decoder.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 #include <stdexcept>
+#include <string>
 
 #include "common/elapsed.hpp"
+#include "engine/model/kv_cache.hpp"
+#include "engine/model/kv_pool.hpp"
 
 namespace epyctune::engine::serving {
 
@@ -20,11 +24,8 @@ struct BatchDecoder::Slot {
   std::optional<sampling::Sampler> sampler;
   // prompt + generated; its last token is the next row once the prompt is in.
   std::vector<int32_t> hist;
-  size_t fed = 0;  // prompt tokens in the cache
-  // Prompt tokens found in the cache when the request came (prefix reuse).
-  // After the request, hist[0, seq->pos()) is what the cache holds.
-  int64_t reused = 0;
-  uint64_t used = 0;  // the last request's id: least recently used first
+  size_t fed = 0;      // prompt tokens in the cache
+  int64_t reused = 0;  // prompt tokens found in the pool when the request came
   std::vector<int32_t> out;
   speculative::SpecStats stats;
   Clock::time_point start, gen_start;
@@ -36,9 +37,12 @@ struct BatchDecoder::Slot {
 BatchDecoder::BatchDecoder(LlamaModel& model, int slots, int prefill_budget)
     : model_(model), budget_(std::max(1, prefill_budget)) {
   if (slots < 1) throw std::invalid_argument("BatchDecoder: at least one slot");
+  // The pool is the slots' now: the default sequence gives its blocks back.
+  model_.truncate(0);
+  model_.kv_pool().set_indexing(true);
   for (int i = 0; i < slots; ++i) {
     slots_.push_back(std::make_unique<Slot>());
-    slots_.back()->seq = model_.new_sequence();
+    slots_.back()->seq = model_.pooled_sequence();
   }
 }
 
@@ -50,38 +54,47 @@ int BatchDecoder::active() const {
   return n;
 }
 
+int64_t BatchDecoder::positions(const SlotRequest& r) const {
+  const int64_t want = int64_t(r.prompt.size()) + std::max(0, r.n_predict);
+  return std::min<int64_t>(want, model_.n_ctx());
+}
+
+BatchDecoder::Fit BatchDecoder::fits(const SlotRequest& r) const {
+  const KvPool& pool = model_.kv_pool();
+  const int64_t shared =
+      r.prompt.empty() ? 0 : int64_t(r.prompt.size() - 1) / KvPool::kBlockPositions;
+  const auto a = pool.plan(r.prompt, shared, positions(r));
+  return !a.ever ? Fit::never : a.fits ? Fit::now : Fit::later;
+}
+
 uint64_t BatchDecoder::add(SlotRequest r) {
   speculative::check_prompt(model_, r.prompt);
-  // The free slot whose cache holds the longest prefix of this prompt (the
-  // least recently used among equals): those positions are kept, and only
-  // the rest of the prompt is computed. At least the last prompt token is
-  // fed again, for the logits of the first new token.
-  Slot* best = nullptr;
-  size_t best_common = 0;
-  for (auto& sp : slots_) {
-    if (sp->busy) continue;
-    const size_t cached = std::min(sp->hist.size(), size_t(sp->seq->pos()));
-    size_t common = 0;
-    while (common < cached && common + 1 < r.prompt.size() && sp->hist[common] == r.prompt[common])
-      ++common;
-    if (!best || common > best_common || (common == best_common && sp->used < best->used)) {
-      best = sp.get();
-      best_common = common;
+  if (!has_room()) throw std::logic_error("BatchDecoder::add: every slot is busy");
+  if (fits(r) == Fit::never)
+    throw std::invalid_argument(
+        "the request needs " + std::to_string(KvPool::blocks_for(positions(r))) +
+        " KV blocks; the pool has " + std::to_string(model_.kv_pool().blocks_total()));
+  Slot* free = nullptr;
+  for (auto& sp : slots_)
+    if (!sp->busy) {
+      free = sp.get();
+      break;
     }
-  }
-  if (!best) throw std::logic_error("BatchDecoder::add: every slot is busy");
-  Slot& s = *best;
+  Slot& s = *free;
+  // Maps the prompt's leading blocks the pool holds (any slot's) and reserves
+  // the rest: at least the last prompt token is fed again, for the logits of
+  // the first new token.
+  const int reused = s.seq->admit(r.prompt, positions(r));
+  if (reused < 0) throw std::logic_error("BatchDecoder::add: the KV pool cannot hold it now");
   s.busy = true;
   s.id = next_id_++;
-  s.used = s.id;
-  s.seq->truncate(static_cast<int>(best_common));
   s.sampler.emplace(r.sampler);
   s.hist = r.prompt;
-  s.fed = best_common;
+  s.fed = size_t(reused);
   s.out.clear();
   s.stats = {};
   s.stats.prompt_tokens = static_cast<int64_t>(r.prompt.size());
-  s.reused = static_cast<int64_t>(best_common);
+  s.reused = reused;
   s.start = s.gen_start = Clock::now();
   s.req = std::move(r);
   return s.id;
@@ -98,6 +111,8 @@ SlotResult BatchDecoder::finish(Slot& s, SlotResult::Finish f) {
   s.busy = false;
   s.req = {};  // drops the request's callbacks (and what they hold) now
   s.out.clear();
+  // Its blocks go back to the pool: the full ones stay cached for reuse.
+  s.seq->clear();
   return r;
 }
 
@@ -108,6 +123,8 @@ std::vector<SlotState> BatchDecoder::states() const {
     SlotState st;
     st.slot = static_cast<int>(i);
     st.cached = s.seq->pos();
+    st.blocks = s.seq->kv().table();
+    st.reserved = s.seq->kv().reserved();
     if (s.busy) {
       st.busy = true;
       st.id = s.id;
@@ -119,6 +136,12 @@ std::vector<SlotState> BatchDecoder::states() const {
     out.push_back(st);
   }
   return out;
+}
+
+KvGauges BatchDecoder::kv() const {
+  const KvPool& p = model_.kv_pool();
+  return {p.blocks_used(),     p.blocks_cached(),       p.blocks_total(),
+          p.blocks_reserved(), KvPool::kBlockPositions, p.evictions()};
 }
 
 std::vector<SlotResult> BatchDecoder::fail_all() {

@@ -1,14 +1,21 @@
 // Continuous batching on one model: up to `slots` sequences at once, each
 // step one forward pass (LlamaModel::forward_rows) over the next token of
 // every decoding sequence plus a budgeted chunk of the pending prompts. A new
-// request joins at the next step; a finished or cancelled one leaves at once
-// and its slot's cache is reused. Single-threaded: the caller drives step()
-// from the thread that owns the model's pool.
+// request joins at the next step; a finished or cancelled one leaves at once.
+// Single-threaded: the caller drives step() from the thread that owns the
+// model's pool.
 //
-// Prefix reuse: a finished request's cache stays in its slot, and a new
-// request takes the free slot that holds the longest prefix of its prompt,
-// computing only the rest (multi-turn chat re-sends the history; agents and
-// shared system prompts repeat their start).
+// Memory: every slot's sequence takes 16-position blocks of the model's KV
+// pool (LlamaModel::kv_pool). A request is added only when every block it
+// can ever need (prompt + n_predict, capped by n_ctx) can be reserved, so
+// nothing added ever stops for lack of memory; fits() says whether it can.
+//
+// Prefix reuse: the pool indexes every full block of every request, running
+// or finished, by the hash chain of its tokens. A new request maps each
+// leading full block of its prompt the pool holds, whichever slot computed
+// it, and computes only the rest (multi-turn chat re-sends the history;
+// agents and shared system prompts repeat their start). Finished requests'
+// blocks stay cached until a reservation needs them (LRU).
 //
 // Each request's tokens are those plain decoding (speculative::Generator
 // without a draft) gives for it alone: the passes are batch-invariant, and
@@ -44,7 +51,7 @@ struct SlotResult {
   Finish finish = Finish::length;
   std::vector<int32_t> tokens;
   speculative::SpecStats stats;  // prompt_tokens, generated, target_passes, prompt_s, generate_s
-  int64_t reused_prompt_tokens = 0;  // of stats.prompt_tokens, found in a slot's cache
+  int64_t reused_prompt_tokens = 0;  // of stats.prompt_tokens, found in the KV pool
 };
 
 // One slot as /slots shows it.
@@ -56,7 +63,19 @@ struct SlotState {
   int prompt_done = 0;    // prompt tokens in the cache so far
   int generated = 0;
   int n_predict = 0;
-  int cached = 0;  // positions in the slot's KV cache (kept when idle, for reuse)
+  int cached = 0;           // positions in the slot's KV cache
+  std::vector<int> blocks;  // the pool blocks holding them, in order
+  int64_t reserved = 0;     // blocks reserved for the rest of the request
+};
+
+// The KV pool as /health and /metrics show it.
+struct KvGauges {
+  int64_t blocks_used = 0;    // mapped by a sequence
+  int64_t blocks_cached = 0;  // held by no sequence, kept for prefix reuse
+  int64_t blocks_total = 0;
+  int64_t blocks_reserved = 0;
+  int block_tokens = 0;
+  uint64_t evictions = 0;
 };
 
 class BatchDecoder {
@@ -71,9 +90,15 @@ class BatchDecoder {
   int slots() const { return static_cast<int>(slots_.size()); }
   int active() const;
   bool has_room() const { return active() < slots(); }
-  // Takes a free slot (throws std::logic_error when none is, and
-  // std::invalid_argument for a prompt the model cannot take). Returns the
-  // request's id.
+  // Whether r's blocks can be reserved now, later (when others end), or
+  // never (more than the whole pool).
+  enum class Fit { now, later, never };
+  Fit fits(const SlotRequest& r) const;
+  // Positions r may ever need: prompt + n_predict, capped by n_ctx.
+  int64_t positions(const SlotRequest& r) const;
+  // Takes a free slot (throws std::logic_error when none is or its blocks
+  // do not fit now, and std::invalid_argument for a prompt the model cannot
+  // take or one that never fits). Returns the request's id.
   uint64_t add(SlotRequest r);
   // One pass over every active request; returns those that ended in it (or
   // were cancelled before it). Throws what the model throws, leaving every
@@ -82,6 +107,7 @@ class BatchDecoder {
   // Ends every active request as cancelled and frees its slot.
   std::vector<SlotResult> fail_all();
   std::vector<SlotState> states() const;
+  KvGauges kv() const;
 
  private:
   struct Slot;

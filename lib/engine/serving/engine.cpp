@@ -230,6 +230,7 @@ void Engine::load(const LoadProgress& progress) {
   // own partition's CPUs, so the draft's traffic stays off the target's memory.
   ModelOptions mo;
   mo.n_ctx = cfg_.n_ctx;
+  mo.kv_type = cfg_.kv_type;
   mo.max_batch = cfg_.batch;
   mo.shared_weights = cfg_.launch.shared_weights;
   if (cfg_.numa)
@@ -241,6 +242,9 @@ void Engine::load(const LoadProgress& progress) {
     mo.numa = runtime::NumaPolicy::none;
   }
   ModelOptions mo_draft = mo;
+  mo.kv_tokens = cfg_.kv_tokens;  // the target's pool; the draft's holds its one context
+  mo.kv_bytes = cfg_.kv_bytes;
+  mo.kv_contexts = cfg_.kv_contexts;
   mo.experts_per_token = cfg_.experts_per_token;  // the target's: a draft is usually dense
   if (launch_) {
     launch_->apply_memory_policy(mo, launch::Role::verify);

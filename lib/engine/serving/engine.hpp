@@ -33,6 +33,11 @@ struct EngineConfig {
   int threads = 0;  // the first N allowed CPUs (0 = all)
   int n_ctx = 0;    // 0 = the model's
   int batch = 64;   // tokens per forward pass over a prompt (1-4096)
+  // The target's KV pool (LlamaModel's kv_pool): positions, bytes or whole
+  // contexts, the largest wins; and its type (F16, F32, Q8_0).
+  int64_t kv_tokens = 0, kv_bytes = 0;
+  int kv_contexts = 1;
+  GgmlType kv_type = GgmlType::F16;
   // The draft's threads (llama.cpp's -td): the last N of the engine's CPUs
   // are the draft partition, the rest the target's; 0: the engine's split.
   int draft_threads = 0;

@@ -77,6 +77,7 @@ struct HttpServer::Impl {
   void add_cors(http::Reply& r) const;
   http::Reply health();
   json slots();
+  KvPoolGauges pool_gauges() const;
   nlohmann::json model(const std::string& id);
   http::Response completion(Endpoint ep, const http::Request& req, Clock::time_point t0);
   std::shared_ptr<Flight> admit(Endpoint ep, const CompletionRequest& r);
@@ -153,8 +154,10 @@ http::Response HttpServer::Impl::route(const http::Request& req, const std::stri
     r.content_type = "text/plain; version=0.0.4; charset=utf-8";
     const QueueGauges q = engine ? scheduler->gauges() : QueueGauges{0, o.queue, 0};
     const http::ServerStats s = server.stats();
-    r.body = metrics.render(q, {s.open, o.limits.max_connections, s.refused + s.evicted,
-                                s.timed_out, s.too_large + s.malformed});
+    r.body = metrics.render(q,
+                            {s.open, o.limits.max_connections, s.refused + s.evicted, s.timed_out,
+                             s.too_large + s.malformed},
+                            engine ? pool_gauges() : KvPoolGauges{});
     return {r, nullptr};
   }
   if (ep == "/slots") return {json_reply(200, slots()), nullptr};
@@ -195,6 +198,7 @@ http::Reply HttpServer::Impl::health() {
     return r;
   }
   const QueueGauges q = scheduler->gauges();
+  const KvPoolGauges kv = pool_gauges();
   return json_reply(
       200, {{"status", "ok"},
             {"model", o.model_name},
@@ -204,10 +208,22 @@ http::Reply HttpServer::Impl::health() {
             {"draft", e->draft() != nullptr},
             {"queue", {{"depth", q.depth}, {"capacity", q.capacity}, {"in_flight", q.in_flight}}},
             {"parallel", scheduler->parallel()},
+            {"active_sequences", kv.active_sequences},
+            {"kv_blocks_used", kv.blocks_used},
+            {"kv_blocks_cached", kv.blocks_cached},
+            {"kv_blocks_total", kv.blocks_total},
+            {"kv_block_tokens", kv.block_tokens},
             {"launch", e->launch() ? e->launch()->report() : json(nullptr)}});
 }
 
-// llama-server's /slots, in our words: what each slot runs now.
+KvPoolGauges HttpServer::Impl::pool_gauges() const {
+  const KvGauges k = scheduler->kv();
+  return {scheduler->active_sequences(), k.blocks_used, k.blocks_cached, k.blocks_total,
+          k.block_tokens};
+}
+
+// llama-server's /slots, in our words: what each slot runs now and the KV
+// pool blocks that hold its positions.
 json HttpServer::Impl::slots() {
   Engine& e = loaded();
   json out = json::array();
@@ -218,6 +234,8 @@ json HttpServer::Impl::slots() {
                                                                : "generating"},
                    {"n_ctx", e.n_ctx()},
                    {"cached_tokens", s.cached},
+                   {"kv_blocks", s.blocks},
+                   {"kv_blocks_reserved", s.reserved},
                    {"prompt_tokens", s.prompt_tokens},
                    {"prompt_processed", s.prompt_done},
                    {"generated", s.generated},

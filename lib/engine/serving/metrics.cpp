@@ -60,7 +60,8 @@ void Metrics::generation(int64_t prompt_tokens, const speculative::SpecStats& st
   if (st.generated > 0) last_tok_s_ = st.tokens_per_second();
 }
 
-std::string Metrics::render(const QueueGauges& q, const ConnectionGauges& c) const {
+std::string Metrics::render(const QueueGauges& q, const ConnectionGauges& c,
+                            const KvPoolGauges& kv) const {
   std::lock_guard lk(mu_);
   common::PromWriter w;
   auto name = [](const char* n) { return std::string(kPrefix) + n; };
@@ -79,8 +80,10 @@ std::string Metrics::render(const QueueGauges& q, const ConnectionGauges& c) con
   single("prompt_tokens_total", "counter", "Prompt tokens of completions, reused or computed.",
          double(prompt_tokens_));
   single("prompt_tokens_reused_total", "counter",
-         "Prompt tokens found in a slot's KV cache (a shared prefix), not computed.",
-         double(reused_));
+         "Prompt tokens found in the KV pool (a shared prefix), not computed.", double(reused_));
+  single("prompt_tokens_computed_total", "counter",
+         "Prompt tokens computed: those of prompt_tokens_total not reused.",
+         double(prompt_tokens_ - std::min(prompt_tokens_, reused_)));
   single("generated_tokens_total", "counter", "Tokens generated.", double(generated_));
   single("prompt_seconds_total", "counter", "Seconds spent processing prompts.", prompt_s_);
   single("generation_seconds_total", "counter", "Seconds spent generating tokens.", generate_s_);
@@ -96,6 +99,15 @@ std::string Metrics::render(const QueueGauges& q, const ConnectionGauges& c) con
   single("queue_capacity", "gauge", "Requests that may wait in the queue.", double(q.capacity));
   single("in_flight", "gauge", "Completions being generated now (at most --parallel).",
          double(q.in_flight));
+  single("active_sequences", "gauge", "Sequences being decoded or prefilled now.",
+         double(kv.active_sequences));
+  single("kv_blocks_used", "gauge", "KV pool blocks mapped by running sequences.",
+         double(kv.blocks_used));
+  single("kv_blocks_cached", "gauge",
+         "KV pool blocks no sequence maps, kept for prefix reuse until a request needs them.",
+         double(kv.blocks_cached));
+  single("kv_blocks_total", "gauge", "Blocks in the KV pool.", double(kv.blocks_total));
+  single("kv_block_tokens", "gauge", "Positions per KV pool block.", double(kv.block_tokens));
   single("connections", "gauge", "HTTP connections open now.", double(c.open));
   single("connections_max", "gauge", "HTTP connections allowed at once.", double(c.capacity));
   single("connections_refused_total", "counter",

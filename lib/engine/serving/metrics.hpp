@@ -19,6 +19,15 @@ struct QueueGauges {
   int in_flight = 0;
 };
 
+// The sequences running and the KV pool they use (16-position blocks).
+struct KvPoolGauges {
+  int active_sequences = 0;
+  int64_t blocks_used = 0;    // mapped by a running sequence
+  int64_t blocks_cached = 0;  // held by none, kept for prefix reuse (evictable)
+  int64_t blocks_total = 0;
+  int block_tokens = 0;
+};
+
 // The HTTP front's connections (lib/http's counters).
 struct ConnectionGauges {
   uint64_t open = 0, capacity = 0;
@@ -38,9 +47,10 @@ class Metrics {
   // its first token (< 0: it made none), and per output token after the
   // first (< 0: it made fewer than two).
   void timings(double queue_wait, double first_token, double per_token);
-  // Prompt tokens a completion found in a slot's cache (not computed).
+  // Prompt tokens a completion found in the KV pool (not computed).
   void prompt_reused(int64_t tokens);
-  std::string render(const QueueGauges& q, const ConnectionGauges& c = {}) const;
+  std::string render(const QueueGauges& q, const ConnectionGauges& c = {},
+                     const KvPoolGauges& kv = {}) const;
 
   static constexpr std::array<double, 14> kBuckets = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
                                                       1,     2.5,  5,     10,   30,  60,   120};

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "engine/model/kv_pool.hpp"
 #include "engine/serving/engine.hpp"
 #include "engine/serving/text_stream.hpp"
 
@@ -129,6 +130,24 @@ std::vector<SlotState> Scheduler::slots() const {
   return {s};
 }
 
+KvGauges Scheduler::kv() const {
+  std::lock_guard lk(mu_);
+  return kv_;
+}
+
+int Scheduler::active_sequences() const {
+  std::lock_guard lk(mu_);
+  return static_cast<int>(running_.size());
+}
+
+void Scheduler::publish_kv() {
+  const KvPool& p = engine_.target().kv_pool();
+  const KvGauges kv{p.blocks_used(),     p.blocks_cached(),       p.blocks_total(),
+                    p.blocks_reserved(), KvPool::kBlockPositions, p.evictions()};
+  std::lock_guard lk(mu_);
+  kv_ = kv;
+}
+
 QueueGauges Scheduler::gauges() const {
   std::lock_guard lk(mu_);
   return {queue_.size(), capacity_, static_cast<int>(running_.size())};
@@ -143,6 +162,7 @@ void Scheduler::worker(std::promise<void>* started) {
   }
   started->set_value();
   if (parallel_ > 1) return batched_loop();
+  publish_kv();
   for (;;) {
     std::shared_ptr<Job> job;
     {
@@ -155,6 +175,7 @@ void Scheduler::worker(std::promise<void>* started) {
     }
     job->times_.started = Job::Times::Clock::now();
     run(*job);
+    publish_kv();
     finished(job);
   }
 }

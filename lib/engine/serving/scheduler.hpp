@@ -5,7 +5,9 @@
 // forward pass (BatchDecoder: continuous batching, no drafting). Up to
 // `capacity` more wait (0: none); a request beyond that is refused at once. The connection that
 // owns a job is woken by it as text is generated, and cancels it when its client leaves: a waiting
-// job then leaves the queue, a running one stops at the next token.
+// job then leaves the queue, a running one stops at the next token. With
+// parallel > 1 a job also waits until the model's KV pool can promise every
+// block it may need (BatchDecoder::fits), so none that runs is dropped.
 #pragma once
 
 #include <atomic>
@@ -109,11 +111,18 @@ class Scheduler {
   std::vector<SlotState> slots() const;
   int parallel() const { return parallel_; }
   QueueGauges gauges() const;
+  // The KV pool after the worker's last step, and the sequences running.
+  KvGauges kv() const;
+  int active_sequences() const;
 
  private:
   void worker(std::promise<void>* started);
   void run(Job& job);
   void batched_loop();
+  // The oldest waiting job when a slot is free and its KV blocks can be
+  // promised (idle: nothing runs, so it is taken anyway), moved to running_.
+  std::shared_ptr<Job> next_admitted(const BatchDecoder& dec, bool idle);
+  void publish_kv();  // kv_ from the model's pool (the one-at-a-time worker)
   void finished(const std::shared_ptr<Job>& job);  // leaves running_, its times to metrics
 
   Engine& engine_;
@@ -125,6 +134,7 @@ class Scheduler {
   std::deque<std::shared_ptr<Job>> queue_;
   std::vector<std::shared_ptr<Job>> running_;
   std::vector<SlotState> slots_;  // the batched worker's view after each step
+  KvGauges kv_;
   bool stopping_ = false;
   std::atomic<bool> abort_{false};
   std::thread thread_;

@@ -1,5 +1,7 @@
 // The scheduler's worker with parallel > 1: jobs join a BatchDecoder as its
-// slots free up, and every step advances all of them by one pass.
+// slots free up and the KV pool can promise their blocks (oldest first: a
+// job waits while the one before it does), and every step advances all of
+// them by one pass.
 #include <map>
 
 #include "engine/serving/batch_decoder.hpp"
@@ -20,8 +22,10 @@ void Scheduler::batched_loop() {
   BatchDecoder dec(engine_.target(), parallel_, kPrefillBudget);
   auto publish = [&] {
     auto st = dec.states();
+    const KvGauges kv = dec.kv();
     std::lock_guard lk(mu_);
     slots_ = std::move(st);
+    kv_ = kv;
   };
   publish();
   struct Active {
@@ -38,6 +42,11 @@ void Scheduler::batched_loop() {
     TextStream& text = *it->second.text;
     metrics_.generation(r.stats.prompt_tokens, r.stats);
     metrics_.prompt_reused(r.reused_prompt_tokens);
+    // The slot and the job leave /slots and /metrics before the client,
+    // woken by end(), can look.
+    publish();
+    auto held = it->second.job;
+    finished(held);
     if (r.finish == SlotResult::Finish::cancelled || job.cancelled()) {
       job.end("", r.stats.generated, abort_ ? "the server is shutting down" : "");
     } else {
@@ -45,24 +54,16 @@ void Scheduler::batched_loop() {
       const bool stop = text.stopped() || r.finish == SlotResult::Finish::stop;
       job.end(stop ? "stop" : "length", r.stats.generated, "");
     }
-    finished(it->second.job);
     active.erase(it);
   };
 
   for (;;) {
-    std::vector<std::shared_ptr<Job>> admitted;
     {
       std::unique_lock lk(mu_);
       cv_.wait(lk, [&] { return stopping_ || !queue_.empty() || !active.empty(); });
       if (stopping_) break;
-      while (!queue_.empty() && active.size() + admitted.size() < size_t(parallel_)) {
-        admitted.push_back(std::move(queue_.front()));
-        queue_.pop_front();
-        running_.push_back(admitted.back());
-        admitted.back()->times_.started = Job::Times::Clock::now();
-      }
     }
-    for (auto& job : admitted) {
+    while (std::shared_ptr<Job> job = next_admitted(dec, active.empty())) {
       const JobInput& in = job->input();
       auto text = std::make_unique<TextStream>(in.stop);
       SlotRequest r;
@@ -103,6 +104,23 @@ void Scheduler::batched_loop() {
   }
   for (const auto& r : dec.fail_all()) end_job(r);
   publish();
+}
+
+std::shared_ptr<Job> Scheduler::next_admitted(const BatchDecoder& dec, bool idle) {
+  std::lock_guard lk(mu_);
+  if (queue_.empty() || !dec.has_room()) return nullptr;
+  const JobInput& in = queue_.front()->input();
+  SlotRequest probe;
+  probe.prompt = in.prompt;
+  probe.n_predict = in.max_tokens;
+  // Waits while running requests hold the blocks it needs; with none running
+  // every block is free or evictable, so add() says why it cannot fit.
+  if (!idle && dec.fits(probe) == BatchDecoder::Fit::later) return nullptr;
+  auto job = std::move(queue_.front());
+  queue_.pop_front();
+  running_.push_back(job);
+  job->times_.started = Job::Times::Clock::now();
+  return job;
 }
 
 }  // namespace epyctune::engine::serving
