@@ -83,6 +83,15 @@ serving::Completion greedy(serving::Engine& e, int n, const serving::TokenSink& 
   return e.generate(prompt, n, sampling::SamplerParams{}, sink, true);
 }
 
+// The target alone: what every speculative run must give.
+std::vector<int32_t> plain_tokens(int n) {
+  auto c = config(speculative::ModeRequest::shared);
+  c.draft_max = 0;
+  serving::Engine plain(c);
+  plain.load();
+  return greedy(plain, n).tokens;
+}
+
 }  // namespace
 
 TEST_CASE("auto measures both layouts on the first run, briefly, and caches them") {
@@ -120,13 +129,7 @@ TEST_CASE("auto measures both layouts on the first run, briefly, and caches them
 
   // Whichever layout each run picks, the output is the target's own, and
   // the models end on their own sides.
-  serving::Engine plain_engine([] {
-    auto c = config(speculative::ModeRequest::shared);
-    c.draft_max = 0;
-    return c;
-  }());
-  plain_engine.load();
-  const auto want = greedy(plain_engine, 64).tokens;
+  const auto want = plain_tokens(64);
   ::sched_setaffinity(0, sizeof keep.set, &keep.set);
   const auto own = again.target().pool().cpus();
   CHECK(greedy(again, 64).tokens == want);
@@ -140,13 +143,7 @@ TEST_CASE("a useless draft hands its CPUs to the target, and the output stays th
   }
   KeepAffinity keep;
   CacheDir cache;
-  serving::Engine plain_engine([] {
-    auto c = config(speculative::ModeRequest::shared);
-    c.draft_max = 0;
-    return c;
-  }());
-  plain_engine.load();
-  const auto want = greedy(plain_engine, 96).tokens;
+  const auto want = plain_tokens(96);
   ::sched_setaffinity(0, sizeof keep.set, &keep.set);
 
   serving::Engine e(config(speculative::ModeRequest::partitioned));

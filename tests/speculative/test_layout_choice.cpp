@@ -48,6 +48,19 @@ std::vector<int32_t> target_alone(ToyLM& m, const std::vector<int32_t>& prompt, 
   }
   return out;
 }
+// Partitioned and adaptive, recording set_layout's calls (true = both
+// models onto every CPU).
+speculative::SpecOptions partitioned_options(std::vector<bool>& moves) {
+  speculative::SpecOptions o;
+  o.draft_len = 16;
+  o.adaptive = true;
+  // A toy model's passes take microseconds, so its timings say nothing: the
+  // controller drafts whatever they say, and the layout alone is tested.
+  o.adaptive_opt.margin = 0.0;
+  o.mode = speculative::SpecMode::partitioned;
+  o.set_layout = [&moves](bool every) { moves.push_back(every); };
+  return o;
+}
 }  // namespace
 
 TEST_CASE("LayoutChooser: the layout follows the acceptance, after a few rounds, by a margin") {
@@ -113,15 +126,8 @@ TEST_CASE("a run starts time-shared and moves onto the partition once the draft 
   const std::vector<int32_t> prompt = {1, 2, 3};
   const auto expect = target_alone(oracle, prompt, 200);
   ToyLM target(16, 512), draft(16, 512);  // the draft is the target: every proposal holds
-  std::vector<bool> moves;                // set_layout's calls: true = both models onto every CPU
-  speculative::SpecOptions o;
-  o.draft_len = 16;
-  o.adaptive = true;
-  // A toy model's passes take microseconds, so its timings say nothing: the
-  // controller drafts whatever they say, and the layout alone is tested.
-  o.adaptive_opt.margin = 0.0;
-  o.mode = speculative::SpecMode::partitioned;
-  o.set_layout = [&](bool every) { moves.push_back(every); };
+  std::vector<bool> moves;
+  auto o = partitioned_options(moves);
   o.layouts = made_up_costs();
   o.layout_accept = 0.3;  // the last run's draft was poor: start time-shared
   speculative::Generator g(target, &draft, {}, o);
@@ -146,14 +152,7 @@ TEST_CASE("without layouts, a partitioned run moves only for its plain rounds") 
   const auto expect = target_alone(oracle, prompt, 120);
   ToyLM target(16, 512), draft(16, 512);
   std::vector<bool> moves;
-  speculative::SpecOptions o;
-  o.draft_len = 16;
-  o.adaptive = true;
-  // A toy model's passes take microseconds, so its timings say nothing: the
-  // controller drafts whatever they say, and the layout alone is tested.
-  o.adaptive_opt.margin = 0.0;
-  o.mode = speculative::SpecMode::partitioned;
-  o.set_layout = [&](bool every) { moves.push_back(every); };
+  auto o = partitioned_options(moves);
   speculative::Generator g(target, &draft, {}, o);
   CHECK(g.generate(prompt, 120) == expect);
   CHECK(g.stats().shared_rounds == 0);
