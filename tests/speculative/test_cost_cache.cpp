@@ -162,18 +162,3 @@ TEST_CASE("auto mode: shared or partitioned from both layouts' measured costs") 
   CHECK(d.shared_rate == doctest::Approx(1.0));
   CHECK(d.partitioned_rate == doctest::Approx(1.0));
 }
-
-TEST_CASE("a partitioned plan run time-shared keeps every CPU on the verify side") {
-  epyctune::launch::LaunchPlan part;
-  part.has_spec = true;
-  part.draft.cpus = {3};
-  part.draft.l3 = {1};
-  part.verify.cpus = {0, 1, 2};
-  part.verify.l3 = {0};
-  part.reason = "auto";
-  const auto s = shared_plan(part);
-  CHECK_FALSE(s.partitioned());
-  CHECK(s.draft.cpus.empty());
-  CHECK(s.verify.cpus == std::vector<int>{0, 1, 2, 3});
-  CHECK(s.verify.l3 == std::vector<int>{0, 1});
-}

@@ -24,13 +24,12 @@ ModeDecision choose_mode(const LayoutCosts& c, int max_k, double accept) {
 
 LayoutChooser::LayoutChooser(const LayoutCosts& costs, int max_k, double start_accept,
                              const LayoutFactors& factors)
-    : costs_(costs), max_k_(max_k), f_(factors) {
-  const auto [s, p] = rates(start_accept);
+    : costs_(costs), max_k_(max_k), f_(factors), last_(choose_mode(costs, max_k, start_accept)) {
+  const auto [s, p] = corrected();
   shared_ = s > p;
 }
 
-std::pair<double, double> LayoutChooser::rates(double accept) {
-  last_ = choose_mode(costs_, max_k_, accept);
+std::pair<double, double> LayoutChooser::corrected() const {
   // A layout not run yet borrows the other's correction: what slows the
   // whole host since the probe (load, the guest's bandwidth) slows both.
   const double fs = f_.shared_seen || !f_.partitioned_seen ? f_.shared : f_.partitioned;
@@ -55,28 +54,12 @@ bool LayoutChooser::observe_round(double accept, int tokens, double seconds, boo
     f = seen ? 0.5 * f + 0.5 * measured / predicted : measured / predicted;
     seen = true;
   }
-  const auto [s, p] = rates(accept);
+  const auto [s, p] = corrected();
   const double here = shared_ ? s : p, there = shared_ ? p : s;
   if (there <= kMargin * here) return false;
   shared_ = !shared_;
   ++switches_;
   return true;
-}
-
-launch::LaunchPlan shared_plan(const launch::LaunchPlan& plan) {
-  launch::LaunchPlan s = plan;
-  s.verify.cpus.insert(s.verify.cpus.end(), plan.draft.cpus.begin(), plan.draft.cpus.end());
-  std::sort(s.verify.cpus.begin(), s.verify.cpus.end());
-  s.verify.l3.insert(s.verify.l3.end(), plan.draft.l3.begin(), plan.draft.l3.end());
-  std::sort(s.verify.l3.begin(), s.verify.l3.end());
-  s.verify.l3.erase(std::unique(s.verify.l3.begin(), s.verify.l3.end()), s.verify.l3.end());
-  s.verify.nodes.insert(s.verify.nodes.end(), plan.draft.nodes.begin(), plan.draft.nodes.end());
-  std::sort(s.verify.nodes.begin(), s.verify.nodes.end());
-  s.verify.nodes.erase(std::unique(s.verify.nodes.begin(), s.verify.nodes.end()),
-                       s.verify.nodes.end());
-  if (s.verify.threads > 0) s.verify.threads = static_cast<int>(s.verify.cpus.size());
-  s.draft = launch::Side{launch::Role::draft};
-  return s;
 }
 
 }  // namespace epyctune::engine::speculative

@@ -9,7 +9,6 @@
 #include <utility>
 
 #include "engine/speculative/cost_model.hpp"
-#include "launch/launch_config.hpp"
 
 namespace epyctune::engine::speculative {
 
@@ -72,8 +71,8 @@ class LayoutChooser {
   static constexpr double kMargin = 1.05;
 
  private:
-  // Predicted tokens per second of each layout at accept, corrected.
-  std::pair<double, double> rates(double accept);
+  // last_'s predicted tokens per second of each layout, corrected.
+  std::pair<double, double> corrected() const;
   LayoutCosts costs_;
   int max_k_;
   bool shared_ = false;
@@ -83,9 +82,5 @@ class LayoutChooser {
   LayoutFactors f_;
   ModeDecision last_;
 };
-
-// The partitioned plan run time-shared: the verify side on every CPU of both
-// sides (its L3 domains those of both), no draft side.
-launch::LaunchPlan shared_plan(const launch::LaunchPlan& partitioned);
 
 }  // namespace epyctune::engine::speculative

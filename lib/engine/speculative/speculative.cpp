@@ -277,11 +277,11 @@ std::vector<int32_t> Generator::generate(std::span<const int32_t> prompt, int n_
                                           common::seconds_since(t_round), !props.empty())) {
       layout.set_shared(chooser->shared());
       ctl->reseed(chooser->current());
-      ++stats_.layout_switches;
     }
     if (!done) feed->committed(hist);
   }
   stats_.layout_factors = chooser ? chooser->factors() : opt_.layout_factors;
+  stats_.layout_switches = chooser ? chooser->switches() : 0;
   stats_.generate_s = common::seconds_since(tgen);
   stats_.draft_s = shared.draft_seconds() + (pipe ? pipe->draft_seconds() : 0.0);
   stats_.wait_s = shared.wait_seconds() + (pipe ? pipe->wait_seconds() : 0.0);
