@@ -405,6 +405,39 @@ TEST_CASE("packed16 rows give the scalar oracle's bits on every ISA and row spli
 // to 16 of them in one pass (9..16: the weights in registers, the tokens in
 // groups of 4), then the rest. 70 rows: two pairs, whose second is cut at a
 // split, and a ggml tail; 17 blocks: two activation records.
+// AVX2 Q4_0 with 2+ tokens walks panels in groups (16 panels at 2..8
+// tokens, 7 at 17), block by block: 277 rows are 17 panels and a ggml tail,
+// so every token count here runs a second, shorter group after a full one,
+// and 18 tokens a second chunk of one.
+TEST_CASE("packed16 Q4_0 keeps the oracle's bits across panel groups") {
+  const Isa saved = active_isa();
+  const int64_t k = 544, rows = 277;
+  const Weights w = make_weights(GgmlType::Q4_0, rows, k, 1234);
+  auto packed = w.data;
+  pack_rows(GgmlType::Q4_0, packed.data(), w.row_bytes, rows, k);
+  for (int n_tokens : {2, 8, 9, 16, 17, 18}) {
+    CAPTURE(n_tokens);
+    const auto x = make_x(n_tokens, k, 41 + static_cast<uint32_t>(n_tokens));
+    const int64_t ldy = rows + 1;
+    Acts acts;
+    const auto ref = scalar_ref(w, x, n_tokens, k, ldy, acts);
+    for (int i = 1; i <= static_cast<int>(best_isa()); ++i) {
+      set_isa(static_cast<Isa>(i));
+      CAPTURE(std::string(isa_name(static_cast<Isa>(i))));
+      for (int64_t split : {int64_t{0}, int64_t{128}}) {
+        CAPTURE(split);
+        std::vector<float> y(static_cast<size_t>(ldy * n_tokens), -777.0f);
+        matmul_rows(GgmlType::Q4_0, WeightLayout::packed16, packed.data(), w.row_bytes, acts,
+                    y.data(), ldy, 0, split);
+        matmul_rows(GgmlType::Q4_0, WeightLayout::packed16, packed.data(), w.row_bytes, acts,
+                    y.data(), ldy, split, rows);
+        REQUIRE(std::memcmp(y.data(), ref.data(), y.size() * sizeof(float)) == 0);
+      }
+    }
+  }
+  set_isa(saved);
+}
+
 TEST_CASE("packed16 Q4_0 / Q8_0 pairs keep the oracle's bits for 2..33 tokens") {
   const Isa saved = active_isa();
   for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0}) {

@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
+#include <new>
 #include <utility>
 
 #include "engine/kernels/blocks.hpp"
@@ -181,6 +183,127 @@ template <bool kQ4, int T>
   for (int t = 0; t < T; ++t) acc_out[t] = acc[t];
 }
 
+// Q4_0, 2..17 tokens over packed16 panels: each token's activation dwords
+// are broadcast once per matmul into a per-thread buffer, so that every
+// vpmaddubsw takes its activations as a memory operand. The broadcasts
+// (vpbroadcastd from memory) issue on the vector pipes on Zen 3: with them
+// a token's block was 31 vector instructions for 8 vpmaddubsw, without them
+// 20, and the kernel is bound by those issue slots once 2+ tokens reuse
+// each weight. Block-major over a group of panels, so one block's expanded
+// activations (T x 320 bytes) are read from L1 by all of the group's rows.
+// Per row, token and block the same operations as block_tokens: the same
+// bytes (the int16 sums regroup, exactly).
+struct FreeAligned {
+  void operator()(uint8_t* p) const { ::operator delete (p, std::align_val_t{64}); }
+};
+constexpr size_t kExpVecs = 10;  // dwords 0..7, the correction, the scale
+constexpr size_t kExpBytes = kExpVecs * 32;
+// A group's accumulators (2 x panels x T ymm) stay within 8 KiB of L1; the
+// wider the group, the fewer times each block's expanded activations are
+// read again from L2 or L3 (k = 5632: 8 tokens expand to 450 KB).
+constexpr int kMaxGroupPanels = 16;
+constexpr int kGroupPanelTokens = 128;  // panels x tokens
+constexpr int group_panels(int nt) {
+  return std::max(1, std::min(kMaxGroupPanels, kGroupPanelTokens / nt));
+}
+
+void expand_acts(const Acts& acts, int64_t nb, int t0, int nt, uint8_t* out) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const size_t rec_off = static_cast<size_t>(b / 16) * kQ8GroupBytes;
+    const int L = static_cast<int>(b % 16);
+    for (int t = 0; t < nt; ++t) {
+      const uint8_t* rec = acts.row(t0 + t) + rec_off;
+      auto* o = reinterpret_cast<__m256i*>(out + (static_cast<size_t>(b) * nt + t) * kExpBytes);
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i)
+        _mm256_store_si256(o + i, tiles8::broadcast_dword(rec + 64 * i + 4 * L));
+      _mm256_store_si256(o + 8, tiles8::broadcast_dword(rec + kQ8GroupCorr + 4 * L));
+      _mm256_store_si256(o + 9, tiles8::broadcast_dword(rec + kQ8GroupD + 4 * L));
+    }
+  }
+}
+
+// noipa, not noinline: GCC 12's interprocedural analysis dropped the call
+// for T = 8 (the accumulators came back zero), which the oracle tests caught.
+#if defined(__clang__)
+#define EPYCTUNE_NO_IPA [[gnu::noinline]]
+#else
+#define EPYCTUNE_NO_IPA [[gnu::noipa]]
+#endif
+template <int T>
+EPYCTUNE_NO_IPA void q4_panels_expanded(const uint8_t* w, size_t panel_bytes, int n_panels,
+                                        int64_t nb, const uint8_t* exp, const uint8_t* pf_end,
+                                        __m256* acc) {
+  constexpr size_t kBlock = 16 * sizeof(BlockQ4_0);
+  constexpr int64_t kLead = 8;
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int64_t b = 0; b < nb; ++b) {
+    const auto* a = reinterpret_cast<const __m256i*>(exp + static_cast<size_t>(b) * T * kExpBytes);
+    for (int p = 0; p < n_panels; ++p) {
+      const uint8_t* blk = w + p * panel_bytes + static_cast<size_t>(b) * kBlock;
+      const uint8_t* ahead = blk + kLead * kBlock;
+      if (ahead + kBlock <= pf_end) row_tiles::prefetch_lines<_MM_HINT_T0>(ahead, kBlock);
+      for (int h = 0; h < 2; ++h) {
+        Group g;
+        load_panel_half<true>(blk, h, g);
+        __m256* ac = acc + (2 * p + h) * T;
+#pragma GCC unroll 17
+        for (int t = 0; t < T; ++t) {
+          const __m256i* at = a + t * kExpVecs;
+          auto m = [&](int i) { return _mm256_maddubs_epi16(g.w[i], _mm256_load_si256(at + i)); };
+          const __m256i s16 = _mm256_add_epi16(
+              _mm256_add_epi16(_mm256_add_epi16(m(0), m(1)), _mm256_add_epi16(m(2), m(3))),
+              _mm256_add_epi16(_mm256_add_epi16(m(4), m(5)), _mm256_add_epi16(m(6), m(7))));
+          const __m256i dot =
+              _mm256_add_epi32(_mm256_madd_epi16(s16, ones), _mm256_load_si256(at + 8));
+          const __m256 s =
+              _mm256_mul_ps(g.dw, _mm256_load_ps(reinterpret_cast<const float*>(at + 9)));
+          ac[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), s, ac[t]);
+        }
+      }
+    }
+  }
+}
+
+// Whole panels [r0, full_end) for 2+ tokens, kWideTokens at a time.
+template <int kChunk>
+void q4_matmul_expanded(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y,
+                        int64_t ldy, int64_t r0, int64_t full_end) {
+  // Grown, never shrunk: a vector's resize would zero the growth each time
+  // the matmuls alternate between a short and a long k.
+  thread_local std::unique_ptr<uint8_t[], FreeAligned> scratch;
+  thread_local size_t scratch_bytes = 0;
+  const int64_t nb = acts.k / 32;
+  const size_t panel_bytes = static_cast<size_t>(kPanelRows) * w_row_bytes;
+  const uint8_t* pf_end = w + static_cast<size_t>(full_end) * w_row_bytes;
+  for (int t0 = 0; t0 < acts.n_tokens; t0 += kChunk) {
+    const int nt = std::min(acts.n_tokens - t0, kChunk);
+    const size_t need = static_cast<size_t>(nb) * kChunk * kExpBytes;
+    if (scratch_bytes < need) {
+      scratch.reset(static_cast<uint8_t*>(::operator new (need, std::align_val_t{64})));
+      scratch_bytes = need;
+    }
+    expand_acts(acts, nb, t0, nt, scratch.get());
+    const int group = group_panels(nt);
+    for (int64_t r = r0; r < full_end; r += group * kPanelRows) {
+      const int n_panels = static_cast<int>(std::min<int64_t>(group, (full_end - r) / kPanelRows));
+      static_assert(kChunk <= kGroupPanelTokens);
+      __m256 acc[2 * kGroupPanelTokens];
+      for (int i = 0; i < 2 * n_panels * nt; ++i) acc[i] = _mm256_setzero_ps();
+      const uint8_t* wp = w + static_cast<size_t>(r) * w_row_bytes;
+      row_tiles::with_tokens<kChunk>(nt, [&](auto T) {
+        q4_panels_expanded<decltype(T)::value>(wp, panel_bytes, n_panels, nb, scratch.get(), pf_end,
+                                               acc);
+      });
+      for (int p = 0; p < n_panels; ++p)
+        for (int h = 0; h < 2; ++h)
+          for (int t = 0; t < nt; ++t)
+            _mm256_storeu_ps(y + (t0 + t) * ldy + r + kPanelRows * p + tiles8::kTileRows * h,
+                             acc[(2 * p + h) * nt + t]);
+    }
+  }
+}
+
 template <bool kQ4>
 void matmul(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
             int64_t r0, int64_t r1) {
@@ -198,6 +321,14 @@ template <bool kQ4>
 void matmul_packed(const uint8_t* w, size_t w_row_bytes, const Acts& acts, float* y, int64_t ldy,
                    int64_t r0, int64_t r1) {
   const int64_t nb = acts.k / 32;
+  if constexpr (kQ4) {
+    if (acts.n_tokens >= 2) {
+      const int64_t full_end = r0 + (r1 - r0) / kPanelRows * kPanelRows;
+      q4_matmul_expanded<kWideTokens>(w, w_row_bytes, acts, y, ldy, r0, full_end);
+      if (full_end < r1) matmul<kQ4>(w, w_row_bytes, acts, y, ldy, full_end, r1);
+      return;
+    }
+  }
   tiles8::matmul_panels<kWideTokens>(
       w, w_row_bytes, acts, y, ldy, r0, r1,
       [&](auto T, const uint8_t* panel, int h, const uint8_t* pf_end, const uint8_t* const* arows,
