@@ -4,6 +4,7 @@
 // SIGINT cancels the waiting and running completions and exits 0.
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -22,6 +23,7 @@
 #include "apps/epyctune-engine/engine_options.hpp"
 #include "apps/epyctune-engine/launch_options.hpp"
 #include "apps/epyctune-engine/llama_flags.hpp"
+#include "common/kv_budget.hpp"
 #include "engine/model/kv_pool.hpp"
 #include "engine/serving/engine.hpp"
 #include "engine/serving/http_server.hpp"
@@ -42,39 +44,6 @@ struct ServeArgs {
   std::string kv_budget;
   std::string api_key_file;
 };
-
-// --kv-budget: bytes with an optional K, M, G or T (powers of 1024; "2G",
-// "512M", "1.5G"), or positions with the suffix "tok" ("65536tok").
-struct KvBudget {
-  int64_t bytes = 0, tokens = 0;
-};
-KvBudget parse_kv_budget(const std::string& v) {
-  size_t used = 0;
-  double n = -1;
-  try {
-    n = std::stod(v, &used);
-  } catch (const std::exception&) {
-  }
-  std::string unit = v.substr(std::min(used, v.size()));
-  for (auto& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (!unit.empty() && unit.back() == 'b' && unit != "b") unit.pop_back();  // "2GB", "2GiB"
-  if (unit.size() == 2 && unit[1] == 'i') unit.pop_back();
-  static const std::map<std::string, double> scale = {{"", 1},
-                                                      {"b", 1},
-                                                      {"k", 1024.0},
-                                                      {"m", 1048576.0},
-                                                      {"g", 1073741824.0},
-                                                      {"t", 1099511627776.0}};
-  const bool tokens = unit == "tok";
-  auto it = scale.find(unit);
-  if (!(n > 0) || (!tokens && it == scale.end()))
-    throw std::invalid_argument(
-        "--kv-budget: expected a size such as 2G or 512M, or positions "
-        "such as 65536tok; got '" +
-        v + "'");
-  if (tokens) return {0, static_cast<int64_t>(n)};
-  return {static_cast<int64_t>(n * it->second), 0};
-}
 
 // The key file's first line, without its newline: a key on the command line
 // is visible to every local user in /proc.
@@ -121,21 +90,38 @@ class StopSignals {
   std::thread waiter_;
 };
 
-// Without --kv-budget the pool holds --parallel contexts (one when neither
-// is given); --parallel 0 takes as many sequences as it holds, up to 16.
-// With a draft or n-gram lookup, one: speculation runs one at a time.
+// Slots when neither --parallel nor --kv-budget is given: llama-server's
+// default too.
+constexpr int kDefaultSlots = 4;
+
+// Without --kv-budget the pool holds --parallel contexts, or kDefaultSlots
+// when neither is given; --parallel 0 takes as many sequences as it holds,
+// up to 16, and by default no more than half the free memory holds when
+// every one fills its context. With a draft or n-gram lookup, one:
+// speculation runs one at a time.
 int choose_parallel(const ServeArgs& a, sv::Engine& engine) {
   const KvPool& pool = engine.target().kv_pool();
   const int64_t tokens = pool.blocks_total() * KvPool::kBlockPositions;
   const int ctx = engine.n_ctx();
   int parallel = a.parallel;
-  const char* why = "--parallel";
-  if (parallel == 0) {
-    parallel = engine.speculative()
-                   ? 1
-                   : static_cast<int>(std::clamp<int64_t>(tokens / std::max(1, ctx), 1, 16));
-    why = engine.speculative() ? "speculative decoding runs one at a time"
-                               : "the KV budget over the context, at most 16";
+  std::string why = "--parallel";
+  if (parallel == 0 && engine.speculative()) {
+    parallel = 1;
+    why = "speculative decoding runs one at a time";
+  } else if (parallel == 0) {
+    const int64_t contexts = tokens / std::max(1, ctx);
+    parallel = static_cast<int>(std::clamp<int64_t>(contexts, 1, 16));
+    why = "the KV budget over the context, at most 16";
+    if (a.kv_budget.empty()) {
+      const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+      const double free_bytes = pages > 0 && page > 0 ? double(pages) * double(page) : 0;
+      const double per_context = double(pool.bytes()) / double(std::max<int64_t>(1, contexts));
+      const int fits = static_cast<int>(std::clamp(free_bytes / 2 / per_context, 1.0, 16.0));
+      parallel = std::min(parallel, fits);
+      why = std::to_string(kDefaultSlots) +
+            " by default (as llama-server), no more full contexts than half the free "
+            "memory holds";
+    }
   } else if (parallel > 1 && engine.speculative()) {
     std::fprintf(stderr,
                  "epyctune-engine serve: --parallel %d batches every pass across requests; "
@@ -145,7 +131,7 @@ int choose_parallel(const ServeArgs& a, sv::Engine& engine) {
   std::fprintf(stderr,
                "epyctune-engine serve: parallel %d (%s); KV pool %lld positions in %lld blocks "
                "(%.1f MiB, %s), context %d per sequence\n",
-               parallel, why, static_cast<long long>(tokens),
+               parallel, why.c_str(), static_cast<long long>(tokens),
                static_cast<long long>(pool.blocks_total()), double(pool.bytes()) / 1048576.0,
                std::string(engine::traits(pool.shape().type).name).c_str(), ctx);
   return parallel;
@@ -158,13 +144,21 @@ int run_serve(ServeArgs a) {
         "--parallel: 1 to 256 requests decoding at once (0: from the KV "
         "budget)");
   if (!a.kv_budget.empty()) {
-    const KvBudget b = parse_kv_budget(a.kv_budget);
+    common::KvBudget b;
+    try {
+      b = common::parse_kv_budget(a.kv_budget);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(std::string("--kv-budget: ") + e.what());
+    }
     a.engine.kv_bytes = b.bytes;
     a.engine.kv_tokens = b.tokens;
   } else {
-    // A full context for each of --parallel, else one: the default is
-    // then one sequence at a time, as before the pool.
-    a.engine.kv_contexts = std::max(1, a.parallel);
+    // A full context for each of --parallel; without it, kDefaultSlots,
+    // or one when speculation is asked for (it decodes one request at a
+    // time). The pool is mapped, not touched: a context no request uses
+    // costs address space only.
+    const bool speculation = !a.engine.draft.empty() || a.engine.lookup > 0;
+    a.engine.kv_contexts = a.parallel > 0 ? a.parallel : speculation ? 1 : kDefaultSlots;
   }
   if (a.http.port < 0 || a.http.port > 65535)
     throw std::invalid_argument("--port: must be 0 (a free port) to 65535");
@@ -234,12 +228,13 @@ void add_serve_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_option("--parallel", args->parallel,
                   "Requests decoded at once, batched into each forward pass (continuous "
                   "batching; 1 = one at a time, with speculative decoding); also -np. Default: "
-                  "as many contexts as the KV budget holds, at most 16; 1 with a draft or lookup")
+                  "as many contexts as the KV budget holds, at most 16; without --kv-budget "
+                  "4, fewer when half the free memory holds fewer; 1 with a draft or lookup")
       ->default_str("auto");
   cmd->add_option("--kv-budget", args->kv_budget,
                   "KV pool size, shared by every sequence: bytes (2G, 512M) or positions "
-                  "(65536tok); at least one context. Default: --parallel contexts (one without "
-                  "it)");
+                  "(65536tok); at least one context. Default: --parallel contexts (4 without "
+                  "it, 1 with a draft or lookup), mapped and touched only as used");
   cmd->add_option("--chat-template", args->http.chat_template,
                   "Chat format when the model's template is unrecognised: chatml, llama3, "
                   "deepseek, harmony");

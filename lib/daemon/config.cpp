@@ -10,6 +10,7 @@
 
 #include "common/cpulist.hpp"
 #include "common/input_file.hpp"
+#include "common/kv_budget.hpp"
 
 namespace epyctune::daemon {
 
@@ -106,7 +107,15 @@ InstanceConfig read_instance(const toml::table& t, const std::string& source, in
   if (i.host.empty()) r.fail(t.get("host"), "'host' is empty: use 127.0.0.1 or an address");
   r.integer("port", i.port, 0, 65535);
   r.integer("queue", i.queue, 0, 100000);
-  r.integer("parallel", i.parallel, 1, 256);
+  r.integer("parallel", i.parallel, 0, 256);
+  r.str("kv_budget", i.kv_budget);
+  if (!i.kv_budget.empty()) {
+    try {
+      common::parse_kv_budget(i.kv_budget);
+    } catch (const std::invalid_argument& e) {
+      r.fail(t.get("kv_budget"), fmt::format("'kv_budget': {}", e.what()));
+    }
+  }
   r.integer("threads", i.threads, 0, 8192);
   r.str("cpus", i.cpus);
   check_cpulist(r, t.get("cpus"), "cpus", i.cpus);

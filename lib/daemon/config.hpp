@@ -24,9 +24,10 @@ struct InstanceConfig {
   std::string draft;  // "" = no draft model
   std::string host = "127.0.0.1";
   int port = 8080;
-  int queue = 0;     // 0 = the engine's default
-  int parallel = 1;  // requests batched at once (serve --parallel)
-  int threads = 0;   // 0 = one per CPU of the instance's partition
+  int queue = 0;          // 0 = the engine's default
+  int parallel = 0;       // requests batched at once (serve --parallel); 0 = the engine's default
+  std::string kv_budget;  // serve --kv-budget ("" = the engine's default)
+  int threads = 0;        // 0 = one per CPU of the instance's partition
   // CPU lists that override the carved slice ("" = carve from the plan).
   std::string cpus, draft_cpus;
   int line = 0;  // where the [[instance]] table starts, for messages

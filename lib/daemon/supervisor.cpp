@@ -32,7 +32,8 @@ std::vector<std::string> serve_argv(const InstancePlan& p, const SupervisorOptio
   if (!p.cfg.draft.empty()) a.insert(a.end(), {"-md", p.cfg.draft});
   a.insert(a.end(), {"--host", p.cfg.host, "--port", std::to_string(p.cfg.port)});
   if (p.cfg.queue > 0) a.insert(a.end(), {"--queue", std::to_string(p.cfg.queue)});
-  if (p.cfg.parallel > 1) a.insert(a.end(), {"--parallel", std::to_string(p.cfg.parallel)});
+  if (p.cfg.parallel > 0) a.insert(a.end(), {"--parallel", std::to_string(p.cfg.parallel)});
+  if (!p.cfg.kv_budget.empty()) a.insert(a.end(), {"--kv-budget", p.cfg.kv_budget});
   a.insert(a.end(), {"--launch-config", o.launch_config_file, "--resctrl-root", o.resctrl_root});
   if (o.engine_cfg.map_cpus) a.push_back("--map-cpus");
   if (!o.engine_cfg.shared_weights.empty())

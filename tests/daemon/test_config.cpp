@@ -45,6 +45,7 @@ draft = "/models/1b.gguf"
 port = 8081
 queue = 4
 parallel = 8
+kv_budget = "16G"
 
 [[instance]]
 name = "small"
@@ -74,7 +75,9 @@ TEST_CASE("a full config parses into every key") {
   CHECK(c.instances[0].draft == "/models/1b.gguf");
   CHECK(c.instances[0].queue == 4);
   CHECK(c.instances[0].parallel == 8);
-  CHECK(c.instances[1].parallel == 1);
+  CHECK(c.instances[0].kv_budget == "16G");
+  CHECK(c.instances[1].parallel == 0);  // the engine's default
+  CHECK(c.instances[1].kv_budget.empty());
   CHECK(c.instances[0].host == "127.0.0.1");
   CHECK(c.instances[0].line == 16);  // the [[instance]] header
   CHECK(c.instances[1].cpus == "100-107");
@@ -163,7 +166,7 @@ TEST_CASE("the packaged default config parses and holds the documented defaults"
   CHECK(c.instances.empty());
 }
 
-TEST_CASE("an instance's parallel reaches serve's argv, and is bounded") {
+TEST_CASE("an instance's parallel and KV budget reach serve's argv, and are bounded") {
   Config c = parse_config(kFull, "f.toml");
   epyctune::daemon::InstancePlan p;
   p.cfg = c.instances[0];
@@ -173,12 +176,23 @@ TEST_CASE("an instance's parallel reaches serve's argv, and is bounded") {
   auto it = std::find(argv.begin(), argv.end(), "--parallel");
   REQUIRE(it != argv.end());
   CHECK(*(it + 1) == "8");
+  it = std::find(argv.begin(), argv.end(), "--kv-budget");
+  REQUIRE(it != argv.end());
+  CHECK(*(it + 1) == "16G");
+  // Neither set: serve chooses (4 slots, 1 with a draft).
   p.cfg = c.instances[1];
   argv = epyctune::daemon::serve_argv(p, o);
   CHECK(std::find(argv.begin(), argv.end(), "--parallel") == argv.end());
-  CHECK_THROWS_WITH_AS(
-      parse_config("profile = \"epyc-9354\"\n[[instance]]\nname = \"a\"\nmodel = \"/m.gguf\"\n"
-                   "parallel = 0\n",
-                   "f.toml"),
-      doctest::Contains("f.toml:5"), ConfigError);
+  CHECK(std::find(argv.begin(), argv.end(), "--kv-budget") == argv.end());
+  const std::string head =
+      "profile = \"epyc-9354\"\n[[instance]]\nname = \"a\"\nmodel = \"/m.gguf\"\n";
+  CHECK_THROWS_WITH_AS(parse_config(head + "parallel = 257\n", "f.toml"),
+                       doctest::Contains("f.toml:5"), ConfigError);
+  for (const char* bad : {"\"2X\"", "\"-1G\"", "\"0tok\"", "\"1e30G\"", "\"inf\""}) {
+    CAPTURE(bad);
+    CHECK_THROWS_WITH_AS(parse_config(head + "kv_budget = " + bad + "\n", "f.toml"),
+                         doctest::Contains("f.toml:5: [[instance]] #1: 'kv_budget'"), ConfigError);
+  }
+  CHECK(parse_config(head + "kv_budget = \"65536tok\"\n", "f.toml").instances[0].kv_budget ==
+        "65536tok");
 }

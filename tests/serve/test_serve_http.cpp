@@ -221,7 +221,8 @@ TEST_CASE("a draft model leaves the output the target's own") {
 // leave free their slot, waiting or running.
 TEST_CASE("a full queue answers 503 at once, and leaving clients free their slots") {
   auto& m = ServeModels::get();
-  ServeChild s(engine_bin(), {"-m", m.slow, "-t", "1", "--queue", "1"});
+  // One slot, so that B waits in the queue behind A.
+  ServeChild s(engine_bin(), {"-m", m.slow, "-t", "1", "--parallel", "1", "--queue", "1"});
   httplib::Client c(s.host(), s.port());
   const json long_req = {{"prompt", kPrompt},
                          {"max_tokens", 16000},
@@ -340,7 +341,7 @@ TEST_CASE("serve on a launch config reports the placement in /health") {
 
 TEST_CASE("--queue 0: one request at a time, none waiting") {
   auto& m = ServeModels::get();
-  ServeChild s(engine_bin(), {"-m", m.tiny, "-t", "1", "--queue", "0"});
+  ServeChild s(engine_bin(), {"-m", m.tiny, "-t", "1", "--parallel", "1", "--queue", "0"});
   httplib::Client c(s.host(), s.port());
   for (int i = 0; i < 3; ++i) {
     auto r = post(c, "/v1/completions", {{"prompt", "a"}, {"max_tokens", 4}});
@@ -414,7 +415,9 @@ TEST_CASE("--parallel 4: concurrent requests are batched and each gets its own r
   CHECK(s.stop() == 0);
 }
 
-TEST_CASE("--kv-budget for two requests: four at once all complete; /health and /slots show it") {
+TEST_CASE(
+    "--kv-budget for two requests: four at once all complete; /health and /slots show it; the "
+    "default slots") {
   auto& m = ServeModels::get();
   // -c 256 and max_tokens past it: each request may need 16 blocks, and
   // 512 positions hold 32.
@@ -467,4 +470,17 @@ TEST_CASE("--kv-budget for two requests: four at once all complete; /health and 
   httplib::Client dc(d.host(), d.port());
   CHECK(json::parse(dc.Get("/health")->body)["parallel"] == 3);
   CHECK(d.stop() == 0);
+
+  // Neither: 4 slots, as llama-server; with a draft, one.
+  ServeChild e(engine_bin(), {"-m", m.tiny, "-t", "1", "-c", "64"});
+  httplib::Client ec(e.host(), e.port());
+  const json eh = json::parse(ec.Get("/health")->body);
+  CHECK(eh["parallel"] == 4);
+  CHECK(eh["kv_blocks_total"] == 4 * 64 / 16);
+  CHECK(json::parse(ec.Get("/slots")->body).size() == 4);
+  CHECK(e.stop() == 0);
+  ServeChild f(engine_bin(), {"-m", m.tiny, "-md", m.draft, "-t", "1", "-c", "64"});
+  httplib::Client fc(f.host(), f.port());
+  CHECK(json::parse(fc.Get("/health")->body)["parallel"] == 1);
+  CHECK(f.stop() == 0);
 }
