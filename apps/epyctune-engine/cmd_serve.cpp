@@ -42,6 +42,7 @@ struct ServeArgs {
   int queue = 8;
   int parallel = 0;  // 0: from the KV budget
   std::string kv_budget;
+  double prefill_gap = 2.5;
   std::string api_key_file;
 };
 
@@ -194,7 +195,7 @@ int run_serve(ServeArgs a) {
 
   engine.load();
   a.parallel = choose_parallel(a, engine);
-  sv::Scheduler scheduler(engine, a.http.queue, http.metrics(), a.parallel);
+  sv::Scheduler scheduler(engine, a.http.queue, http.metrics(), a.parallel, a.prefill_gap);
   if (const std::string bad = engine.check_placement(); !bad.empty())
     throw sv::PlacementMismatch("threads or memory are not where the launch config puts them:\n" +
                                 bad);
@@ -235,6 +236,23 @@ void add_serve_command(CLI::App& app, GlobalOptions& global) {
                   "KV pool size, shared by every sequence: bytes (2G, 512M) or positions "
                   "(65536tok); at least one context. Default: --parallel contexts (4 without "
                   "it, 1 with a draft or lookup), mapped and touched only as used");
+  cmd->add_option("--prefill-gap", args->prefill_gap,
+                  "While requests decode, prompt tokens per pass are limited so that a pass "
+                  "takes at most about this many times one without them (a long prompt then "
+                  "slows the others' tokens by that much, and is read more slowly); 0: the "
+                  "whole budget of 64 every pass")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            double x = -1;
+            try {
+              x = std::stod(v);
+            } catch (const std::exception&) {
+            }
+            return x == 0 || (x > 1 && x <= 100) ? std::string()
+                                                 : std::string("0 (off) or above 1, at most 100");
+          },
+          "0 or >1"))
+      ->capture_default_str();
   cmd->add_option("--chat-template", args->http.chat_template,
                   "Chat format when the model's template is unrecognised: chatml, llama3, "
                   "deepseek, harmony");

@@ -34,8 +34,8 @@ struct BatchDecoder::Slot {
   bool decoding() const { return fed + 1 >= req.prompt.size(); }
 };
 
-BatchDecoder::BatchDecoder(LlamaModel& model, int slots, int prefill_budget)
-    : model_(model), budget_(std::max(1, prefill_budget)) {
+BatchDecoder::BatchDecoder(LlamaModel& model, int slots, int prefill_budget, double prefill_gap)
+    : model_(model), pacer_(prefill_budget, prefill_gap) {
   if (slots < 1) throw std::invalid_argument("BatchDecoder: at least one slot");
   // The pool is the slots' now: the default sequence gives its blocks back.
   model_.truncate(0);
@@ -177,7 +177,8 @@ std::vector<SlotResult> BatchDecoder::step() {
   for (auto& sp : slots_)
     if (sp->busy && !sp->decoding()) waiting.push_back(sp.get());
   std::sort(waiting.begin(), waiting.end(), [](Slot* a, Slot* b) { return a->id < b->id; });
-  size_t budget = size_t(budget_);
+  const int n_decoding = static_cast<int>(decoders.size());
+  size_t budget = size_t(pacer_.chunk(n_decoding));
   for (Slot* s : waiting) {
     const size_t n = std::min(budget, s->req.prompt.size() - 1 - s->fed);
     if (n == 0) break;
@@ -189,7 +190,10 @@ std::vector<SlotResult> BatchDecoder::step() {
 
   const size_t nv = size_t(model_.n_vocab());
   std::vector<float> logits(decoders.size() * nv);
+  const auto t0 = Clock::now();
   model_.forward_rows(rows, logits.data());
+  pacer_.observed(n_decoding, static_cast<int>(rows.size() - decoders.size()),
+                  common::seconds_since(t0));
   for (auto [s, n] : prefills) {
     s->fed += n;
     if (s->decoding()) {

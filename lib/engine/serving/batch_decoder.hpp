@@ -29,6 +29,7 @@
 
 #include "engine/model/llama_model.hpp"
 #include "engine/sampling/sampler.hpp"
+#include "engine/serving/prefill_pacer.hpp"
 #include "engine/speculative/speculative.hpp"
 
 namespace epyctune::engine::serving {
@@ -81,8 +82,10 @@ struct KvGauges {
 class BatchDecoder {
  public:
   // prefill_budget: prompt tokens per step across all prefilling slots, so a
-  // long prompt is spread over steps instead of stalling the others.
-  BatchDecoder(LlamaModel& model, int slots, int prefill_budget = 256);
+  // long prompt is spread over steps instead of stalling the others; while
+  // others decode, PrefillPacer takes fewer, so that their steps take at
+  // most about prefill_gap times a step without prompt rows (0: no pacing).
+  BatchDecoder(LlamaModel& model, int slots, int prefill_budget = 256, double prefill_gap = 2.5);
   ~BatchDecoder();
   BatchDecoder(const BatchDecoder&) = delete;
   BatchDecoder& operator=(const BatchDecoder&) = delete;
@@ -113,7 +116,7 @@ class BatchDecoder {
   struct Slot;
   SlotResult finish(Slot& s, SlotResult::Finish f);
   LlamaModel& model_;
-  int budget_;
+  PrefillPacer pacer_;
   uint64_t next_id_ = 1;
   std::vector<std::unique_ptr<Slot>> slots_;
 };

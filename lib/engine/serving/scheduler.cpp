@@ -52,8 +52,13 @@ void Job::end(std::string finish_reason, int64_t tokens, std::string error) {
   if (listener_) listener_();
 }
 
-Scheduler::Scheduler(Engine& engine, size_t capacity, Metrics& metrics, int parallel)
-    : engine_(engine), capacity_(capacity), parallel_(std::max(1, parallel)), metrics_(metrics) {
+Scheduler::Scheduler(Engine& engine, size_t capacity, Metrics& metrics, int parallel,
+                     double prefill_gap)
+    : engine_(engine),
+      capacity_(capacity),
+      parallel_(std::max(1, parallel)),
+      prefill_gap_(prefill_gap),
+      metrics_(metrics) {
   std::promise<void> started;
   auto ready = started.get_future();
   thread_ = std::thread([this, &started] { worker(&started); });

@@ -95,7 +95,10 @@ class Scheduler {
 
   // Starts the worker thread; it calls engine.attach_driver() first (its
   // error, a PlacementMismatch, is rethrown here).
-  Scheduler(Engine& engine, size_t capacity, Metrics& metrics, int parallel = 1);
+  // prefill_gap: BatchDecoder's (how much a long prompt may slow the
+  // decoding requests' steps; 0: not paced).
+  Scheduler(Engine& engine, size_t capacity, Metrics& metrics, int parallel = 1,
+            double prefill_gap = 2.5);
   ~Scheduler();  // stop()
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -128,6 +131,7 @@ class Scheduler {
   Engine& engine_;
   const size_t capacity_;
   const int parallel_;
+  const double prefill_gap_;
   Metrics& metrics_;
   mutable std::mutex mu_;
   std::condition_variable cv_;

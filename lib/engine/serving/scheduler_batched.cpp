@@ -19,7 +19,7 @@ constexpr int kPrefillBudget = 64;
 }  // namespace
 
 void Scheduler::batched_loop() {
-  BatchDecoder dec(engine_.target(), parallel_, kPrefillBudget);
+  BatchDecoder dec(engine_.target(), parallel_, kPrefillBudget, prefill_gap_);
   auto publish = [&] {
     auto st = dec.states();
     const KvGauges kv = dec.kv();

@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""A long prompt arriving while others decode: how long the decoding requests
+stall (issue 31's chunked-prefill target: their longest inter-token gap at
+most 3x their median).
+
+    bench/serve_prefill_gap.py ENGINE MODEL [ENGINE2 ...] [--decoders 4]
+        [--words 2440] [--repeat 3] [-t 2] [-b 64] [--json OUT]
+
+Per repeat and engine: `serve --parallel D+1 -c 4608`, D streaming clients
+of greedy tokens (ignore_eos) on short prompts; once each has 24 tokens, a
+request with a prompt of --words words (2440: about 4,000 tokens of the demo model) and max_tokens 1 (its reply
+time is its time to the first token). Every token's arrival is timed on the
+client. Per decoder: the median gap between its tokens before the long
+prompt was sent, and the longest gap while it was being read (from its send
+to its reply, plus one second). Prints, per engine, the worst decoder's
+longest / median gap and the long prompt's first-token time, medians over
+the repeats, which interleave the engines.
+"""
+import argparse, http.client, json, re, statistics, subprocess, sys, threading, time
+import urllib.parse
+
+
+def start(engine, model, threads, slots, batch, gap):
+    args = [engine, "serve", "-m", model, "-t", str(threads), "--port", "0", "--parallel",
+            str(slots), "-c", "4608", "--queue", "4"]
+    if batch:
+        args += ["-b", str(batch)]
+    if gap:
+        args += ["--prefill-gap", gap]
+    srv = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    line = srv.stdout.readline()
+    m = re.match(r"listening on (http://\S+)", line)
+    if not m:
+        srv.kill()
+        sys.exit(f"{engine}: serve did not start: {line!r}")
+    return srv, urllib.parse.urlparse(m.group(1))
+
+
+def stream(url, prompt, n, times, stop):
+    """Posts a streaming completion; appends each token chunk's arrival time."""
+    c = http.client.HTTPConnection(url.hostname, url.port, timeout=600)
+    body = json.dumps({"prompt": prompt, "max_tokens": n, "temperature": 0, "stream": True,
+                       "ignore_eos": True})
+    c.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
+    r = c.getresponse()
+    if r.status != 200:
+        raise RuntimeError(f"decoder got {r.status}")
+    while not stop.is_set():
+        line = r.readline()
+        if not line:
+            break
+        if line.startswith(b"data: {"):
+            times.append(time.monotonic())
+    c.close()
+
+
+def one(engine, a, words):
+    srv, url = start(engine, a.model, a.threads, a.decoders + 1, a.batch, a.prefill_gap)
+    try:
+        stop = threading.Event()
+        times = [[] for _ in range(a.decoders)]
+        threads = [threading.Thread(target=stream, args=(url, f"Story {i}: once upon a time",
+                                                         100000, times[i], stop), daemon=True)
+                   for i in range(a.decoders)]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 300
+        while min(len(t) for t in times) < 24:
+            if time.monotonic() > deadline:
+                raise RuntimeError("decoders did not start")
+            time.sleep(0.05)
+        c = http.client.HTTPConnection(url.hostname, url.port, timeout=900)
+        t_send = time.monotonic()
+        c.request("POST", "/v1/completions",
+                  json.dumps({"prompt": words, "max_tokens": 1, "temperature": 0}),
+                  {"Content-Type": "application/json"})
+        resp = c.getresponse()
+        reply = json.loads(resp.read())
+        t_reply = time.monotonic()
+        if resp.status != 200:
+            raise RuntimeError(f"the long prompt got {resp.status}: {reply}")
+        time.sleep(1.0)
+        stop.set()
+        worst, worst_at, ratios = 0.0, 0.0, []
+        for ts in times:
+            # Their pace before the long prompt: during it, a long prompt read
+            # at the whole budget per pass would be most of the stream.
+            med = statistics.median([b - x for x, b in zip(ts, ts[1:]) if b < t_send])
+            during = [(b - x, x - t_send) for x, b in zip(ts, ts[1:])
+                      if b >= t_send and x <= t_reply + 1.0]
+            longest = max(during) if during else (0.0, 0.0)
+            r = longest[0] / med
+            ratios.append(r)
+            if r > worst:
+                worst, worst_at = r, longest[1]
+        return {"prompt_tokens": reply["usage"]["prompt_tokens"], "ttft_s": t_reply - t_send,
+                "worst_gap_over_median": worst, "worst_gap_at_s": worst_at, "gap_ratios": ratios,
+                "median_gap_ms": 1e3 * statistics.median(
+                    statistics.median([b - x for x, b in zip(ts, ts[1:]) if b < t_send])
+                    for ts in times)}
+    finally:
+        srv.terminate()
+        srv.wait()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("engine")
+    ap.add_argument("model")
+    ap.add_argument("others", nargs="*", help="more engine binaries, run in the same repeats")
+    ap.add_argument("--decoders", type=int, default=4)
+    ap.add_argument("--words", type=int, default=2440)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("-t", "--threads", type=int, default=2)
+    ap.add_argument("-b", "--batch", type=int, default=0, help="serve -b (0: its default)")
+    ap.add_argument("--prefill-gap", default="", help="serve --prefill-gap (default: its own)")
+    ap.add_argument("--json", dest="json_out")
+    a = ap.parse_args()
+    vocab = ("the quick brown fox jumps over the lazy dog while a small cat watches "
+             "from the warm window of an old house ").split()
+    words = "A long report: " + " ".join(vocab[k % len(vocab)] for k in range(a.words))
+    engines = [a.engine] + a.others
+    runs = {e: [] for e in engines}
+    for i in range(a.repeat):
+        for e in engines:
+            r = one(e, a, words)
+            runs[e].append(r)
+            print(f"repeat {i + 1} {e}: prompt {r['prompt_tokens']} tokens, first token "
+                  f"{r['ttft_s']:.2f} s, worst longest/median gap {r['worst_gap_over_median']:.2f}"
+                  f" ({r['worst_gap_at_s']:.1f} s after the send)"
+                  f" (median gap {r['median_gap_ms']:.1f} ms)", file=sys.stderr)
+    out = []
+    for e in engines:
+        rs = runs[e]
+        row = {"engine": e, "repeats": rs,
+               "worst_gap_over_median": statistics.median(r["worst_gap_over_median"] for r in rs),
+               "ttft_s": statistics.median(r["ttft_s"] for r in rs),
+               "median_gap_ms": statistics.median(r["median_gap_ms"] for r in rs)}
+        out.append(row)
+        print(f"{e}: longest gap / median gap, worst decoder: {row['worst_gap_over_median']:.2f}x"
+              f" (target <= 3x); median gap {row['median_gap_ms']:.1f} ms; the long prompt's "
+              f"first token {row['ttft_s']:.2f} s; medians of {len(rs)}")
+    if a.json_out:
+        with open(a.json_out, "w") as f:
+            json.dump({"decoders": a.decoders, "words": a.words, "threads": a.threads,
+                       "rows": out}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,71 @@
+#include <doctest/doctest.h>
+
+#include <functional>
+
+#include "engine/serving/prefill_pacer.hpp"
+
+using epyctune::engine::serving::PrefillPacer;
+
+namespace {
+
+// Runs decode-only steps, then mixed ones at the pacer's chunk, on a host
+// whose step of R rows takes step(R) seconds; returns the last chunk.
+int settle(PrefillPacer& p, int decoding, const std::function<double(int)>& step) {
+  for (int i = 0; i < 4; ++i) p.observed(decoding, 0, step(decoding));
+  int c = 0;
+  for (int i = 0; i < 12; ++i) {
+    c = p.chunk(decoding);
+    p.observed(decoding, c, step(decoding + c));
+  }
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("with nothing decoding, prompts get the whole budget") {
+  PrefillPacer p(64);
+  CHECK(p.chunk(0) == 64);
+  CHECK(p.chunk(3) == 8);  // before any step is timed: a small chunk
+  CHECK(PrefillPacer(4).chunk(2) == 4);
+  CHECK_THROWS(PrefillPacer(64, 1.0));
+  PrefillPacer off(64, 0);  // not paced
+  CHECK(off.chunk(3) == 64);
+  off.observed(3, 0, 0.05);
+  off.observed(3, 64, 5.0);
+  CHECK(off.chunk(3) == 64);
+}
+
+TEST_CASE(
+    "bound by compute: the chunk keeps a mixed step near the target times a decode-only one") {
+  // Two AVX2 cores, the demo 1B: about 20 ms + 7 ms a row.
+  auto step = [](int rows) { return 0.020 + 0.007 * rows; };
+  PrefillPacer p(64, 2.0);
+  const int c = settle(p, 4, step);
+  const double gap = step(4 + c) / step(4);
+  CHECK(gap <= 2.05);
+  CHECK(gap >= 1.6);
+  PrefillPacer q(64);  // the default, 2.5
+  const int cq = settle(q, 4, step);
+  CHECK(cq > c);
+  CHECK(step(4 + cq) / step(4) <= 2.55);
+  CHECK(p.chunk(0) == 64);
+}
+
+TEST_CASE("bound by memory: the chunk grows to the budget") {
+  // A pass costs the same up to 96 rows, a little more beyond.
+  auto step = [](int rows) { return 0.200 + (rows > 96 ? 0.001 * (rows - 96) : 0.0); };
+  PrefillPacer p(64);
+  CHECK(settle(p, 8, step) == 64);
+}
+
+TEST_CASE("a slower host shrinks the chunk again, and a new decode count is timed first") {
+  PrefillPacer p(256, 2.0);
+  const int fast = settle(p, 2, [](int r) { return 0.01 + 0.0001 * r; });
+  const int slow = settle(p, 2, [](int r) { return 0.01 + 0.002 * r; });
+  CHECK(fast > slow);
+  CHECK((0.01 + 0.002 * (2 + slow)) / (0.01 + 0.002 * 2) <= 2.05);
+  // A mixed step at a decode count never timed alone leaves the chunk be.
+  const int before = p.chunk(5);
+  p.observed(5, before, 10.0);
+  CHECK(p.chunk(5) == before);
+}
