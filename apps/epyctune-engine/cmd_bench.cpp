@@ -272,6 +272,7 @@ nlohmann::json report_json(const BenchOptions& o, const engine::LlamaModel& mode
   j["cpus"] = common::format_cpulist(pool.cpus());
   j["threads"] = pool.size();
   j["isa"] = kernels::isa_name(kernels::active_isa());
+  j["stream_hint"] = kernels::stream_hint_name(kernels::stream_hint());
   j["context_tokens"] = o.ctx;
   j["passes_per_repeat"] = o.passes;
   j["repeats"] = o.repeat;
@@ -319,10 +320,11 @@ void print_report(const BenchOptions& o, const engine::LlamaModel& model,
   const auto& bw = r.bw;
   const uint64_t bytes_per_token = model.weight_bytes_per_pass(1);
   const double roofline_tps = bw.median_gbps * 1e9 / bytes_per_token;
-  fmt::print("\nmodel      {} ({}, {} layers, dim {}), {} threads on CPUs {}, ISA {}\n", o.model,
-             traits(model.weight_type()).name, model.config().n_layers, model.config().dim,
+  fmt::print("\nmodel      {} ({}, {} layers, dim {}), {} threads on CPUs {}, ISA {}, prefetch {}\n",
+             o.model, traits(model.weight_type()).name, model.config().n_layers, model.config().dim,
              pool.size(), common::format_cpulist(pool.cpus()),
-             kernels::isa_name(kernels::active_isa()));
+             kernels::isa_name(kernels::active_isa()),
+             kernels::stream_hint_name(kernels::stream_hint()));
   fmt::print("bandwidth  {:.2f} GB/s read (median of 7, min {:.2f}, max {:.2f}; {} MiB buffer)\n",
              bw.median_gbps, bw.min_gbps, bw.max_gbps, bw.buffer_bytes >> 20);
   fmt::print("roofline   {:.2f} tok/s = {:.2f} GB/s / {:.1f} MB per token\n", roofline_tps,

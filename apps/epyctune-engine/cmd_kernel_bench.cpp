@@ -32,6 +32,7 @@ struct KernelBenchOptions {
   std::vector<std::string> isas;  // default: all available
   std::vector<int> tokens = {1, 8};
   std::vector<std::string> layouts = {"ggml", "packed16"};
+  std::vector<std::string> hints;  // default: this CPU's
   int64_t cols = 4096;
   int64_t rows = 0;  // 0: enough rows for --mb
   int mb = 512;
@@ -205,9 +206,13 @@ int run_bench(const KernelBenchOptions& o) {
       "(GB/s = weight bytes / median wall time; cpuGB/s = weight bytes / busiest thread's\n"
       " CPU time; bestGB/s = weight bytes / fastest pass: robust when others share the cores;\n"
       " prep_us = prepare_acts time per token row)\n");
-  fmt::print("{:<6} {:<8} {:<11} {:>6} {:>8} {:>7} {:>9} {:>8} {:>8} {:>8} {:>7} {:>8}\n", "type",
-             "layout", "isa", "tokens", "rows", "cols", "ms/pass", "GB/s", "cpuGB/s", "bestGB/s",
-             "%probe", "prep_us");
+  std::vector<k::StreamHint> hints;
+  for (const auto& h : o.hints)
+    hints.push_back(h == "nta" ? k::StreamHint::nta : k::StreamHint::t0);
+  if (hints.empty()) hints.push_back(k::default_stream_hint());
+  fmt::print("{:<6} {:<8} {:<11} {:<4} {:>6} {:>8} {:>7} {:>9} {:>8} {:>8} {:>8} {:>7} {:>8}\n",
+             "type", "layout", "isa", "hint", "tokens", "rows", "cols", "ms/pass", "GB/s",
+             "cpuGB/s", "bestGB/s", "%probe", "prep_us");
   std::mt19937 rng(1);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   for (const TypeRun& tr : runs) {
@@ -243,44 +248,46 @@ int run_bench(const KernelBenchOptions& o) {
       for (auto& v : x) v = dist(rng);
       std::vector<float> y(static_cast<size_t>(nt * rows));
       for (k::WeightLayout layout : layouts)
-        for (k::Isa isa : isas) {
-          k::set_isa(isa);
-          const uint8_t* wl = layout == k::WeightLayout::packed16 ? wp_mem.data() : w;
-          k::Acts acts;
-          k::prepare_acts(t, x.data(), nt, cols, acts);
-          auto pass = [&](int i) {
-            // Split at 16-row panels (packed matrices need it).
-            const int64_t panels = (rows + 15) / 16;
-            const int64_t r0 = std::min(rows, panels * i / o.threads * 16);
-            const int64_t r1 = std::min(rows, panels * (i + 1) / o.threads * 16);
-            for (int l = 0; l < o.loops; ++l)
-              k::matmul_rows(t, layout, wl, row_bytes, acts, y.data(), rows, r0, r1);
-          };
-          // Scalar is slow: one pass tells its speed well enough.
-          const int reps = isa == k::Isa::scalar ? 1 : o.repeat;
-          timed_parallel(o.threads, pass);  // warm-up
-          std::vector<Timing> times;
-          for (int r = 0; r < reps; ++r) times.push_back(timed_parallel(o.threads, pass));
-          const Timing s = median_timing(times);
-          const double streamed = static_cast<double>(w_bytes) * o.loops;
-          const double gbs = streamed / s.wall / 1e9;
-          const double cgbs = streamed / s.cpu / 1e9;
-          const double bgbs = streamed / s.best / 1e9;
-          // Activation quantization cost, per token row (once per matmul).
-          std::vector<double> prep;
-          for (int r = 0; r < 5; ++r) {
-            const auto p0 = Clock::now();
+        for (k::Isa isa : isas)
+          for (k::StreamHint hint : hints) {
+            k::set_isa(isa);
+            k::set_stream_hint(hint);
+            const uint8_t* wl = layout == k::WeightLayout::packed16 ? wp_mem.data() : w;
+            k::Acts acts;
             k::prepare_acts(t, x.data(), nt, cols, acts);
-            prep.push_back(std::chrono::duration<double>(Clock::now() - p0).count() / nt);
+            auto pass = [&](int i) {
+              // Split at 16-row panels (packed matrices need it).
+              const int64_t panels = (rows + 15) / 16;
+              const int64_t r0 = std::min(rows, panels * i / o.threads * 16);
+              const int64_t r1 = std::min(rows, panels * (i + 1) / o.threads * 16);
+              for (int l = 0; l < o.loops; ++l)
+                k::matmul_rows(t, layout, wl, row_bytes, acts, y.data(), rows, r0, r1);
+            };
+            // Scalar is slow: one pass tells its speed well enough.
+            const int reps = isa == k::Isa::scalar ? 1 : o.repeat;
+            timed_parallel(o.threads, pass);  // warm-up
+            std::vector<Timing> times;
+            for (int r = 0; r < reps; ++r) times.push_back(timed_parallel(o.threads, pass));
+            const Timing s = median_timing(times);
+            const double streamed = static_cast<double>(w_bytes) * o.loops;
+            const double gbs = streamed / s.wall / 1e9;
+            const double cgbs = streamed / s.cpu / 1e9;
+            const double bgbs = streamed / s.best / 1e9;
+            // Activation quantization cost, per token row (once per matmul).
+            std::vector<double> prep;
+            for (int r = 0; r < 5; ++r) {
+              const auto p0 = Clock::now();
+              k::prepare_acts(t, x.data(), nt, cols, acts);
+              prep.push_back(std::chrono::duration<double>(Clock::now() - p0).count() / nt);
+            }
+            std::sort(prep.begin(), prep.end());
+            fmt::print(
+                "{:<6} {:<8} {:<11} {:<4} {:>6} {:>8} {:>7} {:>9.3f} {:>8.1f} {:>8.1f} {:>8.1f} "
+                "{:>6.0f}% {:>8.1f}\n",
+                tname, layout == k::WeightLayout::packed16 ? "packed16" : "ggml", k::isa_name(isa),
+                k::stream_hint_name(hint), nt, rows, cols, s.wall * 1e3 / o.loops, gbs, cgbs, bgbs,
+                100.0 * gbs / probe, prep.front() * 1e6);
           }
-          std::sort(prep.begin(), prep.end());
-          fmt::print(
-              "{:<6} {:<8} {:<11} {:>6} {:>8} {:>7} {:>9.3f} {:>8.1f} {:>8.1f} {:>8.1f} {:>6.0f}% "
-              "{:>8.1f}\n",
-              tname, layout == k::WeightLayout::packed16 ? "packed16" : "ggml", k::isa_name(isa),
-              nt, rows, cols, s.wall * 1e3 / o.loops, gbs, cgbs, bgbs, 100.0 * gbs / probe,
-              prep.front() * 1e6);
-        }
     }
   }
   return 0;
@@ -297,6 +304,10 @@ void add_kernel_bench_command(CLI::App& app, GlobalOptions& global) {
       ->delimiter(',');
   cmd->add_option("--layout", opts->layouts,
                   "weight row layouts: ggml, packed16 (Q4_0/Q8_0/Q4_K repacked at load)")
+      ->delimiter(',');
+  cmd->add_option("--stream-hint", opts->hints,
+                  "one-token prefetch hints to run: nta, t0 (default: this CPU's, nta on AMD)")
+      ->check(CLI::IsMember({"nta", "t0"}))
       ->delimiter(',');
   cmd->add_option("--cols", opts->cols, "k: elements per weight row");
   cmd->add_option("--rows", opts->rows, "weight rows (default: fill --mb)");

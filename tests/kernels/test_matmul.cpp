@@ -401,6 +401,50 @@ TEST_CASE("packed16 rows give the scalar oracle's bits on every ISA and row spli
                             acts, y32.data(), 32, 16, 32));
 }
 
+// The one-token prefetch hint is chosen per CPU vendor (nta on AMD, t0
+// elsewhere): it may change the speed, never a bit of the result.
+TEST_CASE("either one-token prefetch hint keeps the oracle's bits") {
+  const Isa saved = active_isa();
+  const StreamHint saved_hint = stream_hint();
+  CHECK(std::string(stream_hint_name(StreamHint::nta)) == "nta");
+  CHECK(std::string(stream_hint_name(StreamHint::t0)) == "t0");
+  CHECK(saved_hint == default_stream_hint());
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+    CAPTURE(static_cast<int>(t));
+    const int64_t k = t == GgmlType::Q4_K || t == GgmlType::Q6_K ? 2816 : 1056;
+    const int64_t rows = 70;
+    const Weights w = make_weights(t, rows, k, 11);
+    auto packed = w.data;
+    const bool has_packed = has_packed_layout(t);
+    if (has_packed) pack_rows(t, packed.data(), w.row_bytes, rows, k);
+    const auto x = make_x(1, k, 4);
+    Acts acts;
+    const auto ref = scalar_ref(w, x, 1, k, rows, acts);
+    for (int i = 1; i <= static_cast<int>(best_isa()); ++i) {
+      set_isa(static_cast<Isa>(i));
+      const std::string isa_str = isa_name(static_cast<Isa>(i));
+      CAPTURE(isa_str);
+      for (StreamHint h : {StreamHint::nta, StreamHint::t0}) {
+        set_stream_hint(h);
+        REQUIRE(stream_hint() == h);
+        const std::string hint_str = stream_hint_name(h);
+        CAPTURE(hint_str);
+        std::vector<float> y(static_cast<size_t>(rows), -777.0f);
+        matmul_rows(t, WeightLayout::ggml, w.data.data(), w.row_bytes, acts, y.data(), rows, 0,
+                    rows);
+        REQUIRE(std::memcmp(y.data(), ref.data(), y.size() * sizeof(float)) == 0);
+        if (!has_packed) continue;
+        std::fill(y.begin(), y.end(), -777.0f);
+        matmul_rows(t, WeightLayout::packed16, packed.data(), w.row_bytes, acts, y.data(), rows, 0,
+                    rows);
+        REQUIRE(std::memcmp(y.data(), ref.data(), y.size() * sizeof(float)) == 0);
+      }
+    }
+  }
+  set_stream_hint(saved_hint);
+  set_isa(saved);
+}
+
 // A verify pass of K drafts is K + 1 tokens: pairs of packed panels take up
 // to 16 of them in one pass (9..16: the weights in registers, the tokens in
 // groups of 4), then the rest. 70 rows: two pairs, whose second is cut at a

@@ -19,6 +19,11 @@
 #include "engine/kernels/kernel_table.hpp"
 
 namespace epyctune::engine::kernels {
+
+namespace detail {
+bool g_stream_nta = default_stream_hint() == StreamHint::nta;
+}  // namespace detail
+
 namespace {
 
 using detail::MatmulTable;
@@ -132,6 +137,29 @@ const char* isa_name(Isa isa) {
 Isa best_isa() {
   static const Isa best = detect();
   return best;
+}
+
+const char* stream_hint_name(StreamHint h) {
+  return h == StreamHint::nta ? "nta" : "t0";
+}
+
+StreamHint default_stream_hint() {
+  uint32_t a, b, c, d;
+  if (!__get_cpuid(0, &a, &b, &c, &d)) return StreamHint::t0;
+  char vendor[13] = {};
+  std::memcpy(vendor, &b, 4);
+  std::memcpy(vendor + 4, &d, 4);
+  std::memcpy(vendor + 8, &c, 4);
+  return std::string_view(vendor) == "AuthenticAMD" ? StreamHint::nta : StreamHint::t0;
+}
+
+StreamHint stream_hint() {
+  return detail::g_stream_nta ? StreamHint::nta : StreamHint::t0;
+}
+
+// Kernels read it while they run: set it between matmuls, as set_isa.
+void set_stream_hint(StreamHint h) {
+  detail::g_stream_nta = h == StreamHint::nta;
 }
 
 Isa active_isa() {

@@ -23,6 +23,18 @@ Isa best_isa();         // what this CPU supports (cpuid + xgetbv)
 Isa active_isa();       // what dispatch uses now (default best_isa())
 void set_isa(Isa isa);  // tests and --isa; throws if the CPU lacks it
 
+// How a one-token matmul prefetches the weights it streams once per pass:
+// non-temporal (nta) or into every cache level (t0). Zen cores stream
+// fastest with nta; an Intel core (Sapphire Rapids class) read a one-token
+// packed16 Q4_0 matmul at 12.5 GB/s with nta and 29.9 with t0, 34.5 probed.
+// The default follows the CPU's vendor; kernel-bench can set either. The
+// hint changes timing only, never a result's bits.
+enum class StreamHint { nta, t0 };
+const char* stream_hint_name(StreamHint h);
+StreamHint default_stream_hint();  // nta on AMD, t0 elsewhere
+StreamHint stream_hint();
+void set_stream_hint(StreamHint h);
+
 // Reference conversions (also used by mkmodel). n is a multiple of the block size.
 void quantize_row(GgmlType t, const float* src, void* dst, int64_t n);
 // How Q4_K picks each sub-block's scale and min: ggml's search (the

@@ -53,11 +53,10 @@ namespace {
 
 constexpr int kPackedMaxTokens = 4;
 // The software prefetch runs this many rows ahead of the tile, at the same
-// group. One token streams fastest as a single row stream with
-// non-temporal hints 2 rows ahead, at about the read bandwidth of a core:
-// multi-row tiles split the stream, and T0 lines displace the cache for data
-// read once. Several tokens reread the rows from L2, which NTA lines skip:
-// they use T0.
+// group. One token streams fastest as a single row stream 2 rows ahead,
+// with the CPU's streaming hint (non-temporal on Zen, where T0 lines
+// displace the cache for data read once): multi-row tiles split the stream.
+// Several tokens reread the rows from L2, which NTA lines skip: they use T0.
 constexpr int64_t kPrefetchRows = 2;
 // Rows per block that the token chunks share: the more rows, the more
 // often each chunk's activation records are reused from L1.
@@ -108,14 +107,7 @@ template <class F, int R, int T>
     if (ahead_rows > 0) {
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 16
-        for (size_t o = 0; o < kGroup; o += 64) {
-          const auto* p = reinterpret_cast<const char*>(ahead + r * row_bytes + off + o);
-          if constexpr (T == 1)
-            _mm_prefetch(p, _MM_HINT_NTA);
-          else
-            _mm_prefetch(p, _MM_HINT_T0);
-        }
+        row_tiles::prefetch_stream<T>(ahead + r * row_bytes + off, kGroup);
       }
     }
     group_rows_tokens<F, R, T>(rows, off, 16, arows, gi, acc);
@@ -158,7 +150,7 @@ void packed_tokens(const TileArgs& a, int nt) {
 }
 
 // One token: row after row in one call, a single stream for the prefetchers
-// (kPrefetchRows ahead, non-temporal). A call per row costs Q4_K about a
+// (kPrefetchRows ahead, with the CPU's streaming hint). A call per row costs Q4_K about a
 // fifth of its compute in call overhead and broken prefetch streams.
 template <class F>
 [[gnu::noinline]] void packed_rows_1tok(const uint8_t* w, size_t row_bytes, int64_t full, int rest,
@@ -170,9 +162,7 @@ template <class F>
     __m512 acc = _mm512_setzero_ps();
     for (int64_t gi = 0; gi < full; ++gi) {
       const size_t off = static_cast<size_t>(gi) * kGroup;
-#pragma GCC unroll 16
-      for (size_t o = 0; o < kGroup; o += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(ahead + off + o), _MM_HINT_NTA);
+      row_tiles::prefetch_stream<1>(ahead + off, kGroup);
       group_rows_tokens<F, 1, 1>(&row, off, 16, &arow, gi, &acc);
     }
     if (rest > 0)

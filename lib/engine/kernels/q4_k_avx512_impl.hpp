@@ -137,7 +137,7 @@ template <bool kVnni, int T>
     if (ahead != nullptr) {
       // Lines [36 j / 8, 36 (j + 1) / 8) of the block's 36.
       const size_t l0 = static_cast<size_t>(j) * 36 / 8, l1 = static_cast<size_t>(j + 1) * 36 / 8;
-      row_tiles::prefetch_lines<row_tiles::kStreamHint<T>>(ahead + 64 * l0, 64 * (l1 - l0));
+      row_tiles::prefetch_stream<T>(ahead + 64 * l0, 64 * (l1 - l0));
     }
     const __m128i sh = _mm_cvtsi32_si128(8 * (j % 4));
     const __m512i scj = _mm512_and_si512(_mm512_srl_epi32(sc[j / 4], sh), m255);

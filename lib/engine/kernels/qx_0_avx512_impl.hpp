@@ -34,8 +34,8 @@ using tiles16::transpose16x4;
 // Panel blocks the software prefetch runs ahead: for several tokens about
 // 4.6 KiB (16 Q4_0 blocks), where the rate peaks (a shorter lead leaves
 // DRAM latency exposed, a longer one evicts lines before use). One token is
-// bandwidth-bound: non-temporal hints (the weights are read once per pass)
-// and a shorter lead, about 2.2 KiB as for Q4_K, stream fastest.
+// bandwidth-bound: the CPU's streaming hint (non-temporal on Zen: the
+// weights are read once per pass) and a shorter lead, about 2.2 KiB as for Q4_K, stream fastest.
 template <bool kQ4, int T>
 constexpr int64_t kPrefetchBlocks = T > 1 ? 16
                                     : kQ4 ? 8
@@ -202,8 +202,7 @@ template <bool kQ4, bool kVnni, int T>
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = panel + static_cast<size_t>(b) * kBlock;
     const uint8_t* ahead = blk + kPrefetchBlocks<kQ4, T> * kBlock;
-    if (ahead + kBlock <= pf_end)
-      row_tiles::prefetch_lines<row_tiles::kStreamHint<T>>(ahead, kBlock);
+    if (ahead + kBlock <= pf_end) row_tiles::prefetch_stream<T>(ahead, kBlock);
     Group g;
     load_panel<kQ4, kVnni>(blk, g);
     block_tokens<kQ4, kVnni, T>(g, tile.arows, b, tile.acc);
@@ -232,8 +231,7 @@ template <bool kQ4, int T>
 #pragma GCC unroll 2
     for (int p = 0; p < 2; ++p) {
       const uint8_t* ahead = blk[p] + kPairPrefetchBlocks<kQ4, T> * kBlock;
-      if (ahead + kBlock <= pf_end)
-        row_tiles::prefetch_lines<row_tiles::kStreamHint<T>>(ahead, kBlock);
+      if (ahead + kBlock <= pf_end) row_tiles::prefetch_stream<T>(ahead, kBlock);
     }
     const size_t rec_off = static_cast<size_t>(b / 16) * kQ8GroupBytes;
     const int L = static_cast<int>(b % 16);
@@ -342,8 +340,7 @@ template <bool kQ4, int T>
 #pragma GCC unroll 2
     for (int p = 0; p < 2; ++p) {
       const uint8_t* ahead = blk[p] + kPairPrefetchBlocks<kQ4, T> * kBlock;
-      if (ahead + kBlock <= pf_end)
-        row_tiles::prefetch_lines<row_tiles::kStreamHint<T>>(ahead, kBlock);
+      if (ahead + kBlock <= pf_end) row_tiles::prefetch_stream<T>(ahead, kBlock);
     }
     __m512i w[kChunks][2][kQ4 ? 2 : 1];
 #pragma GCC unroll 8

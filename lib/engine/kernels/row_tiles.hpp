@@ -11,6 +11,12 @@
 #include <cstdint>
 #include <type_traits>
 
+namespace epyctune::engine::kernels::detail {
+// The one-token prefetch hint of kernels::stream_hint(), true for nta: a
+// plain bool so the kernels read it without a call.
+extern bool g_stream_nta;
+}  // namespace epyctune::engine::kernels::detail
+
 namespace epyctune::engine::kernels::detail::row_tiles {
 // Internal linkage: this header is compiled into TUs with different ISA
 // flags, and one TU must never call another TU's copy.
@@ -54,9 +60,16 @@ template <_mm_hint kHint>
   for (size_t o = 0; o < n; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p + o), kHint);
 }
 
-// One token streams with non-temporal hints, more tokens reread from L1.
+// More tokens reread the lines from L1 (t0); one token streams them once,
+// with the CPU's hint (kernels::stream_hint). The branch is the same every
+// time, a block's handful of lines per test.
 template <int T>
-constexpr _mm_hint kStreamHint = T == 1 ? _MM_HINT_NTA : _MM_HINT_T0;
+[[gnu::always_inline]] inline void prefetch_stream(const uint8_t* p, size_t n) {
+  if (T == 1 && g_stream_nta)
+    prefetch_lines<_MM_HINT_NTA>(p, n);
+  else
+    prefetch_lines<_MM_HINT_T0>(p, n);
+}
 
 // ggml rows: kRows streams per tile, which the hardware prefetchers alone
 // feed poorly. Each row's bytes [off, off + n) + kRowAhead are prefetched:
@@ -65,7 +78,7 @@ constexpr _mm_hint kStreamHint = T == 1 ? _MM_HINT_NTA : _MM_HINT_T0;
 constexpr size_t kRowAhead = 256;
 template <int kRows, int T>
 [[gnu::always_inline]] inline void prefetch_rows(const uint8_t* const* rows, size_t off, size_t n) {
-  for (int L = 0; L < kRows; ++L) prefetch_lines<kStreamHint<T>>(rows[L] + off + kRowAhead, n);
+  for (int L = 0; L < kRows; ++L) prefetch_stream<T>(rows[L] + off + kRowAhead, n);
 }
 
 // ggml rows: the next tile (the kRows rows after these, contiguous) is
