@@ -22,8 +22,19 @@ smallest C measured missed it.
 `npm install` there first) in the same run, interleaved: C sequences of one
 context, batched in one decode per step (bench/reference/serve_ref.mjs).
 That is llama.cpp's batched decode without llama-server's HTTP and slots.
+
+--engine-parallel runs, per repeat, `ENGINE bench --parallel C,...` (C
+sequences decoding in one batched pass per step, no HTTP) and prints serve's
+aggregate as a share of that decode rate (issue 31: >= 75% at C = 8).
+
+--llama-server BIN runs llama.cpp's own server (or ik_llama.cpp's, built
+from source) in the same run, interleaved: per C, `BIN -m MODEL -t THREADS
+-np C -c C*CTX --host 127.0.0.1 --port P` plus --llama-server-args (default
+`-rtr`, ik_llama.cpp's run-time repacking, its fastest CPU layout for Q4_0;
+pass '' for mainline), driven by the same load generator and requests.
 """
-import argparse, json, os, re, shutil, signal, statistics, subprocess, sys, time
+import argparse, http.client, json, os, re, shlex, shutil, signal, socket, statistics
+import subprocess, sys, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -72,6 +83,59 @@ def run_ours(a, c):
     finally:
         srv.send_signal(signal.SIGTERM)
         srv.wait(timeout=60)
+
+
+def engine_parallel(a, clients):
+    out = subprocess.run([a.engine, "bench", "-m", a.model, "-t", str(a.threads), "--parallel",
+                          ",".join(map(str, clients)), "--ctx", "16", "-n", str(a.tokens), "-r",
+                          "1", "--json"], check=True, capture_output=True, text=True).stdout
+    return {r["parallel"]: r["decode_tok_s"] for r in json.loads(out)["rows"]}
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_llama_server(a, c):
+    port = free_port()
+    cmd = [a.llama_server, "-m", os.path.abspath(a.model), "-t", str(a.threads), "-tb",
+           str(a.threads), "-np", str(c), "-c", str(c * a.server_ctx), "--host", "127.0.0.1",
+           "--port", str(port)] + shlex.split(a.llama_server_args)
+    srv = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           cwd="/tmp")
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 600
+        while True:
+            if srv.poll() is not None:
+                sys.exit(f"C={c}: llama-server exited ({srv.returncode}): {' '.join(cmd)}")
+            try:
+                h = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+                h.request("GET", "/health")
+                if h.getresponse().status == 200:
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                sys.exit(f"C={c}: llama-server not ready after 600 s")
+            time.sleep(0.5)
+        subprocess.run([a.loadgen, "--url", url, "-c", "1", "-d", "0.01", "-n", "2", "--json"],
+                       check=True, capture_output=True)
+        out = subprocess.run([a.loadgen, "--url", url, "-c", str(c), "-d", str(a.seconds),
+                              "-n", str(a.tokens), "--stream", "--json"],
+                             capture_output=True, text=True)
+        j = json.loads(out.stdout)
+        # Errors are counted, not fatal: a server that fails requests shows it here.
+        j["requests"] = j["ok"]
+        return j
+    finally:
+        srv.send_signal(signal.SIGTERM)
+        try:
+            srv.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            srv.kill()
 
 
 def run_reference(a, c):
@@ -131,6 +195,11 @@ def main():
     ap.add_argument("--loadgen", help="epyctune-serve-load (default: beside ENGINE's build)")
     ap.add_argument("--reference", action="store_true",
                     help="also llama.cpp through node-llama-cpp, C sequences of one context")
+    ap.add_argument("--engine-parallel", action="store_true",
+                    help="also the engine's own C-row decode rate (bench --parallel)")
+    ap.add_argument("--llama-server", help="llama-server binary, run beside ours per C")
+    ap.add_argument("--llama-server-args", default="-rtr")
+    ap.add_argument("--server-ctx", type=int, default=512, help="llama-server context per slot")
     ap.add_argument("--json", dest="json_out")
     a = ap.parse_args()
     a.loadgen = a.loadgen or loadgen_of(a.engine)
@@ -147,7 +216,14 @@ def main():
           flush=True)
     ours = {c: [] for c in clients}
     ref = {c: [] for c in clients}
+    srv = {c: [] for c in clients}
+    eng = {c: [] for c in clients}
     for rep in range(a.repeat):
+        if a.engine_parallel:
+            for c, tps in engine_parallel(a, clients).items():
+                eng[c].append(tps)
+            print(f"repeat {rep + 1} engine bench --parallel: " +
+                  ", ".join(f"C={c}: {eng[c][-1]:.1f} tok/s" for c in clients), flush=True)
         for c in clients:
             ours[c].append(run_ours(a, c))
             r = ours[c][-1]
@@ -158,6 +234,12 @@ def main():
                 r = ref[c][-1]
                 print(f"repeat {rep + 1} C={c} reference: {r['tok_s']:.1f} tok/s, tpot p50 "
                       f"{r['tpot_p50_s']*1e3:.1f} ms, {r['requests']} requests", flush=True)
+            if a.llama_server:
+                srv[c].append(run_llama_server(a, c))
+                r = srv[c][-1]
+                print(f"repeat {rep + 1} C={c} llama-server: {r['tok_s']:.1f} tok/s, tpot p50 "
+                      f"{r['tpot_p50_s']*1e3:.1f} ms, {r['ok']} replies, {r['errors']} errors",
+                      flush=True)
 
     def rows_of(runs, count_key):
         return [dict(clients=c, requests=sum(r[count_key] for r in runs[c]), **medians(runs[c]))
@@ -176,9 +258,26 @@ def main():
         print_rows(f"reference: {result['reference']['engine']}: C sequences of one context, "
                    f"batched in one decode per step (not llama-server), -t {a.threads}",
                    result["reference"]["rows"], roof["tok_s"])
+    if a.engine_parallel:
+        result["engine_parallel"] = {c: statistics.median(eng[c]) for c in clients}
+        print("serve's aggregate / the engine's C-row decode rate (bench --parallel): " +
+              ", ".join(f"C={o['clients']}: {o['tok_s'] / result['engine_parallel'][o['clients']]:.0%}"
+                        f" of {result['engine_parallel'][o['clients']]:.1f}"
+                        for o in result["rows"]))
+    if a.llama_server:
+        result["llama_server"] = {"binary": a.llama_server, "args": a.llama_server_args,
+                                  "rows": rows_of(srv, "ok"),
+                                  "errors": {c: sum(r["errors"] for r in srv[c]) for c in clients}}
+        result["llama_server"]["capacity"] = capacity(result["llama_server"]["rows"], targets)
+        print_rows(f"llama-server {a.llama_server_args} -np C, -t {a.threads}, same requests",
+                   result["llama_server"]["rows"], roof["tok_s"])
+        print("ours / llama-server, aggregate tok/s: " + ", ".join(
+            f"C={o['clients']}: {o['tok_s'] / l['tok_s']:.2f}x"
+            for o, l in zip(result["rows"], result["llama_server"]["rows"]) if l["tok_s"]))
     print("\ncapacity (largest C whose time per output token meets the target):")
     for name, res in [("epyctune serve", result)] + (
-            [("reference", result["reference"])] if a.reference else []):
+            [("reference", result["reference"])] if a.reference else []) + (
+            [("llama-server", result["llama_server"])] if a.llama_server else []):
         for cap in res["capacity"]:
             print(f"  {name}: {cap['tpot_ms']:g} ms: p50 {fmt_cap(cap['p50'], res['rows'])} "
                   f"users, p99 {fmt_cap(cap['p99'], res['rows'])} users")

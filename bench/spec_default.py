@@ -16,8 +16,15 @@ on the same files (bench/reference/spec.mjs: node-llama-cpp's prebuilt CPU
 build and its draft-model token predictor, both models on every CPU), at each
 of a few draft settings; its best is printed beside ours.
 
+With --ik IK_BUILD, each pair is followed by ik_llama.cpp's llama-spec-bench
+(built from source, as bench/reference/ik_spec.py says) on the same files and
+prompt: plain, then the draft at each --ik-draft-max, all with its run-time
+repacking (-rtr, its fastest CPU layout); its best tok/s is printed beside
+ours (issue 34: ours >= 1.2x it).
+
 usage: spec_default.py ENGINE TARGET DRAFT[,DRAFT...] [--n 128] [--repeat 3]
-       [--prompt "Once upon a time"] [--reference] [--json-out FILE]
+       [--prompt "Once upon a time"] [--reference] [--ik IK_BUILD]
+       [--ik-draft-max 8,16] [--json-out FILE]
 """
 import argparse
 import json
@@ -35,6 +42,7 @@ def generate(engine, args, env=None):
 
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "reference"))
 # llama.cpp's settings tried: (most tokens drafted, least confidence to draft).
 REFERENCE_SETTINGS = [(16, 0.6), (8, 0.0)]
 
@@ -51,6 +59,19 @@ def reference(target, draft, n, prompt):
     return best
 
 
+def ik_reference(ik, target, draft, n, prompt, draft_max):
+    from ik_spec import ik_bench
+    threads = str(os.cpu_count())
+    plain, _ = ik_bench(ik, target, None, prompt, n, threads, 0, True)
+    best = None
+    for k in draft_max.split(","):
+        tps, acc = ik_bench(ik, target, draft, prompt, n, threads, k, True)
+        if best is None or tps > best["spec_tok_s"]:
+            best = {"plain_tok_s": plain, "spec_tok_s": tps, "max_draft": int(k),
+                    "acceptance": acc}
+    return best
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("engine")
@@ -60,9 +81,14 @@ def main():
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--prompt", default="Once upon a time")
     ap.add_argument("--reference", action="store_true")
+    ap.add_argument("--ik", help="ik_llama.cpp build directory (bin/llama-spec-bench)")
+    ap.add_argument("--ik-draft-max", default="8,16")
     ap.add_argument("--json-out")
     a = ap.parse_args()
 
+    if a.ik:
+        a.ik, a.target = os.path.abspath(a.ik), os.path.abspath(a.target)
+        a.drafts = ",".join(os.path.abspath(d) for d in a.drafts.split(","))
     base = ["-m", a.target, "-p", a.prompt, "-n", str(a.n)]
     drafts = a.drafts.split(",")
     pairs = {d: [] for d in drafts}
@@ -95,6 +121,10 @@ def main():
                 ref = reference(a.target, d, a.n, a.prompt)
                 pairs[d][-1]["reference"] = ref
                 pairs[d][-1]["vs_reference"] = spec["timings"]["tok_s"] / ref["spec_tok_s"]
+            if a.ik:
+                ik = ik_reference(a.ik, a.target, d, a.n, a.prompt, a.ik_draft_max)
+                pairs[d][-1]["ik"] = ik
+                pairs[d][-1]["vs_ik"] = spec["timings"]["tok_s"] / ik["spec_tok_s"]
     rows = [{"draft": d, "pairs": pairs[d],
              "ratio_median": statistics.median(p["ratio"] for p in pairs[d]),
              "plain_median": statistics.median(p["plain_tok_s"] for p in pairs[d]),
@@ -128,6 +158,20 @@ def main():
                   f"({', '.join('%d, %.1f' % (x['max_draft'], x['min_confidence']) for x in refs)}) | "
                   f"**{statistics.median(p['vs_reference'] for p in ps):.2f}** "
                   f"({', '.join('%.2f' % p['vs_reference'] for p in ps)}) |")
+    if a.ik:
+        print("\n| draft | ik_llama.cpp -rtr plain tok/s | its best speculative tok/s "
+              "(n_max per pair) | acceptance | our -md / its best (per pair) |")
+        print("|---|---|---|---|---|")
+        for r in rows:
+            ps = r["pairs"]
+            iks = [p["ik"] for p in ps]
+            print(f"| {os.path.basename(r['draft'])} | "
+                  f"{statistics.median(x['plain_tok_s'] for x in iks):.2f} | "
+                  f"{statistics.median(x['spec_tok_s'] for x in iks):.2f} "
+                  f"({', '.join(str(x['max_draft']) for x in iks)}) | "
+                  f"{statistics.median(x['acceptance'] for x in iks):.2f} | "
+                  f"**{statistics.median(p['vs_ik'] for p in ps):.2f}** "
+                  f"({', '.join('%.2f' % p['vs_ik'] for p in ps)}) |")
     for r in rows:
         print(f"{os.path.basename(r['draft'])}: {r['pairs'][0]['reason']}")
     gb = rows[0]["pairs"][0]["bytes_per_token"] / 1e9 if rows else 0
