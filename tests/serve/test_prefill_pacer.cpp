@@ -69,3 +69,23 @@ TEST_CASE("a slower host shrinks the chunk again, and a new decode count is time
   p.observed(5, before, 10.0);
   CHECK(p.chunk(5) == before);
 }
+
+TEST_CASE("a new decode count mid-prompt gets a decode-only step that times it") {
+  // A decoder left mid-prompt: mixed steps at 3 decoders, never timed
+  // alone, lead to a decode-only step within 9 steps (before, the count of
+  // mixed steps stood still at an untimed decode count: no refresh ever
+  // came, and the chunk stayed sized for 4 decoders).
+  PrefillPacer q(64, 2.5);
+  for (int i = 0; i < 4; ++i) q.observed(4, 0, 0.020);
+  bool refreshed = false;
+  for (int i = 0; i < 9 && !refreshed; ++i) {
+    const int k = q.chunk(3);
+    refreshed = k == 0;
+    q.observed(3, k, k == 0 ? 0.015 : 0.040);
+  }
+  CHECK(refreshed);
+  // Timed now: the chunk follows 3 decoders' step time.
+  const int c = q.chunk(3);
+  q.observed(3, c, 0.015 + 0.001 * c);
+  CHECK(q.chunk(3) > 0);
+}

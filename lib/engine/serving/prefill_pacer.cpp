@@ -41,8 +41,10 @@ void PrefillPacer::observed(int decoding, int prompt, double seconds) {
     }
     return;
   }
-  if (decoding != base_rows_ || base_s_ <= 0) return;
+  // Counted even at a decode count never timed alone (a request finished
+  // or joined mid-prompt), so that a refresh step soon times it.
   mixed_ = std::min(mixed_ + 1, kRefresh);
+  if (decoding != base_rows_ || base_s_ <= 0) return;
   // A step costs about t(D) + C x r (r: a prompt row's cost, which grows
   // with the prompt's position), so C = (target - 1) x t(D) / r makes it
   // target x t(D). r is a moving average: one step slowed by something else
