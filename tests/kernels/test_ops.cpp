@@ -21,6 +21,10 @@ std::vector<float> randv(int n, uint32_t seed) {
   for (auto& x : v) x = d(rng);
   return v;
 }
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+}
+
 }  // namespace
 
 TEST_CASE("rmsnorm, dot, axpy, add, silu_mul") {
@@ -117,9 +121,6 @@ TEST_CASE("exp_f32 is within 2 ulp of e^x and saturates cleanly") {
 
 TEST_CASE("softmax, silu_mul and attend give the scalar reference's bits on every ISA") {
   const Isa saved = active_isa();
-  auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
-    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
-  };
   for (int n : {1, 7, 8, 9, 15, 16, 17, 31, 33, 100, 257}) {
     CAPTURE(n);
     auto x = randv(n, 11 + n), up = randv(n, 12 + n);
@@ -153,6 +154,52 @@ TEST_CASE("softmax, silu_mul and attend give the scalar reference's bits on ever
       std::vector<float> out(hd, 1.0f);
       attend(q.data(), keys.data(), vals.data(), n, hd, 0.125f, scratch.data(), out.data());
       CHECK(same_bits(out, want_out));
+    }
+  }
+  set_isa(saved);
+}
+
+// The shared-KV attention tiles kAttendTile queries over one pass of the
+// keys and values, and must give each query the reference's one-head bits:
+// head dims that tile (64, 128) and one that does not (80), tile counts
+// with 2- and 1-query remainders, and queries that see different prefixes
+// (the rows of a sequence in one pass, causal).
+TEST_CASE("attend_shared gives every query attend's bits, on every ISA") {
+  const Isa saved = active_isa();
+  for (int hd : {64, 128, 80}) {
+    const int n_pos = 37;
+    const auto keys = randv(n_pos * hd, 21 + hd), vals = randv(n_pos * hd, 22 + hd);
+    for (int nq : {1, 2, 3, 4, 5, 7, 9}) {
+      CAPTURE(hd);
+      CAPTURE(nq);
+      std::vector<std::vector<float>> qs, want;
+      std::vector<int64_t> ns;
+      for (int i = 0; i < nq; ++i) {
+        qs.push_back(randv(hd, 100 + 7 * i + hd));
+        for (auto& v : qs.back()) v *= 3.0f;  // sharper softmax: the sum's order shows
+        ns.push_back(i % 3 == 2 ? n_pos - 5 + i / 3 : std::min(n_pos, 20 + i));
+        want.emplace_back(hd);
+        std::vector<float> scratch(size_t(ns.back()));
+        detail::attend_ref(qs.back().data(), keys.data(), vals.data(), ns.back(), hd, 0.125f,
+                           scratch.data(), want.back().data());
+      }
+      std::vector<const float*> qp;
+      for (auto& q : qs) qp.push_back(q.data());
+      for (int i = 0; i <= static_cast<int>(best_isa()); ++i) {
+        const Isa isa = static_cast<Isa>(i);
+        CAPTURE(std::string(isa_name(isa)));
+        set_isa(isa);
+        std::vector<std::vector<float>> got(size_t(nq), std::vector<float>(size_t(hd), 7.0f));
+        std::vector<float*> op;
+        for (auto& o : got) op.push_back(o.data());
+        std::vector<float> scratch(size_t(kAttendTile) * n_pos, -1.0f);
+        attend_shared(qp.data(), ns.data(), nq, keys.data(), vals.data(), hd, 0.125f,
+                      scratch.data(), op.data());
+        for (int q = 0; q < nq; ++q) {
+          CAPTURE(q);
+          CHECK(same_bits(got[size_t(q)], want[size_t(q)]));
+        }
+      }
     }
   }
   set_isa(saved);

@@ -128,7 +128,7 @@ void axpy_avx2(float* y, float a, const float* x, int64_t n) {
   for (; i < n; ++i) y[i] += a * x[i];
 }
 
-EPYCTUNE_VEC_MATH_DEFINE(avx2, 8)
+EPYCTUNE_VEC_MATH_DEFINE(avx2, 8, [](const F8* a) { return reduce(a[0], a[1]); })
 
 void fill_avx2_table_float(MatmulTable& t) {
   fill_float_entries<Tile, kMaxTokens>(t);

@@ -90,7 +90,7 @@ void axpy_avx512(float* y, float a, const float* x, int64_t n) {
   }
 }
 
-EPYCTUNE_VEC_MATH_DEFINE(avx512, 16)
+EPYCTUNE_VEC_MATH_DEFINE(avx512, 16, [](const F16* a) { return reduce16_zmm(a[0]); })
 
 void fill_avx512_table_float(MatmulTable& t) {
   fill_float_entries<Tile, kMaxTokens>(t);

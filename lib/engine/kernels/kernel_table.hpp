@@ -59,7 +59,10 @@ void axpy_avx512(float* y, float a, const float* x, int64_t n);
   void softmax_##sfx(float* x, int64_t n);                                                       \
   void silu_mul_##sfx(float* gate_inout, const float* up, int64_t n);                            \
   void attend_##sfx(const float* q, const float* keys, const float* vals, int64_t n, int64_t hd, \
-                    float scale, float* scores, float* out);
+                    float scale, float* scores, float* out);                                     \
+  void attend_shared_##sfx(const float* const* q, const int64_t* ns, int nq, const float* keys,  \
+                           const float* vals, int64_t hd, float scale, float* scores,            \
+                           float* const* out);
 EPYCTUNE_VEC_MATH_OPS(ref)
 EPYCTUNE_VEC_MATH_OPS(avx2)
 EPYCTUNE_VEC_MATH_OPS(avx512)

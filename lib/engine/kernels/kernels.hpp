@@ -127,6 +127,15 @@ float exp_f32(float x);
 // and axpy.
 void attend(const float* q, const float* keys, const float* vals, int64_t n, int64_t hd,
             float scale, float* scores, float* out);
+// attend for nq query heads that read the same keys and values (the heads
+// of a GQA group, the rows of one sequence in a pass): query i attends to
+// the first ns[i] positions, q[i] -> out[i], each out[i] bit-identical to
+// attend's. The keys and values are read once per kAttendTile queries
+// (head dims 64 and 128), so a pass of many rows reads them a fraction as
+// often. scores holds kAttendTile x max(ns) floats of scratch.
+constexpr int kAttendTile = 4;
+void attend_shared(const float* const* q, const int64_t* ns, int nq, const float* keys,
+                   const float* vals, int64_t hd, float scale, float* scores, float* const* out);
 // NeoX- or normal-style rotary embedding on one head vector of head_dim,
 // position pos; cos/sin computed from freq_base and freq_scale.
 void rope(float* head, int head_dim, int n_rot, int pos, float freq_base, float freq_scale,

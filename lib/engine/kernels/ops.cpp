@@ -51,7 +51,8 @@ void axpy_ref(float* y, float a, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
-EPYCTUNE_VEC_MATH_DEFINE(ref, 1)
+// W = 1 runs attend_lanes per query: reduce_stripes is not reached.
+EPYCTUNE_VEC_MATH_DEFINE(ref, 1, [](const float* a) { return reduce16(a); })
 
 }  // namespace detail
 
@@ -100,6 +101,12 @@ void attend(const float* q, const float* keys, const float* vals, int64_t n, int
             float scale, float* scores, float* out) {
   for_isa(detail::attend_ref, detail::attend_avx2, detail::attend_avx512)(q, keys, vals, n, hd,
                                                                           scale, scores, out);
+}
+
+void attend_shared(const float* const* q, const int64_t* ns, int nq, const float* keys,
+                   const float* vals, int64_t hd, float scale, float* scores, float* const* out) {
+  for_isa(detail::attend_shared_ref, detail::attend_shared_avx2, detail::attend_shared_avx512)(
+      q, ns, nq, keys, vals, hd, scale, scores, out);
 }
 
 // theta_i = pos * freq_scale * freq_base^(-2i/n_rot), computed in double and

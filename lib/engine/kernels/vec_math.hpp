@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "engine/kernels/blocks.hpp"
+#include "engine/kernels/kernels.hpp"
 
 namespace epyctune::engine::kernels::detail {
 // Internal linkage: this header is compiled into TUs with different ISA
@@ -152,12 +153,97 @@ void attend_lanes(const float* q, const float* keys, const float* vals, int64_t 
   for (int64_t j = 0; j < n; ++j) axpy(out, scores[j], vals + j * hd, hd);
 }
 
+// attend_lanes for M queries of one tile, hd = kHd: keys and values are
+// loaded once per tile rather than once per query, and the M outputs stay
+// in registers across the positions. Query i sees positions 0 .. ns[i]-1;
+// its scores (row i of `scores`, `stride` apart) and output go through the
+// operations attend_lanes does, in its order: the 16 dot stripes (16 / W
+// vectors, summed 16 elements at a time, then `reduce`'s reduce16 tree),
+// times scale, softmax_lanes, and out += scores[j] * v_j for j in order.
+template <int W, int kHd, int M, class Reduce>
+[[gnu::always_inline]] inline void attend_tile(const float* const* q, const int64_t* ns,
+                                               const float* keys, const float* vals, float scale,
+                                               float* scores, int64_t stride, float* const* out,
+                                               Reduce reduce) {
+  using F = typename Lanes<W>::F;
+  static_assert(kHd % 16 == 0 && 16 % W == 0);
+  constexpr int kV = kHd / W, kS = 16 / W;
+  int64_t hi = ns[0];
+  for (int i = 1; i < M; ++i) hi = ns[i] > hi ? ns[i] : hi;
+  F qv[M][kV];
+  for (int i = 0; i < M; ++i)
+    for (int v = 0; v < kV; ++v) qv[i][v] = load<W>(q[i] + v * W);
+  for (int64_t j = 0; j < hi; ++j) {
+    F kv[kV];
+#pragma GCC unroll 16
+    for (int v = 0; v < kV; ++v) kv[v] = load<W>(keys + j * kHd + v * W);
+#pragma GCC unroll 4
+    for (int i = 0; i < M; ++i) {
+      if (j >= ns[i]) continue;
+      F acc[kS] = {};
+#pragma GCC unroll 16
+      for (int v = 0; v < kV; ++v) acc[v % kS] = acc[v % kS] + qv[i][v] * kv[v];
+      scores[i * stride + j] = reduce(acc) * scale;
+    }
+  }
+  for (int i = 0; i < M; ++i) softmax_lanes<W>(scores + i * stride, ns[i]);
+  F o[M][kV] = {};
+  for (int64_t j = 0; j < hi; ++j) {
+    F vv[kV];
+#pragma GCC unroll 16
+    for (int v = 0; v < kV; ++v) vv[v] = load<W>(vals + j * kHd + v * W);
+#pragma GCC unroll 4
+    for (int i = 0; i < M; ++i) {
+      if (j >= ns[i]) continue;
+      const F sj = F{} + scores[i * stride + j];
+#pragma GCC unroll 16
+      for (int v = 0; v < kV; ++v) o[i][v] = o[i][v] + sj * vv[v];
+    }
+  }
+  for (int i = 0; i < M; ++i)
+    for (int v = 0; v < kV; ++v) store<W>(out[i] + v * W, o[i][v]);
+}
+
+template <int W, int kHd, class Reduce>
+void attend_tiles(const float* const* q, const int64_t* ns, int nq, const float* keys,
+                  const float* vals, float scale, float* scores, int64_t stride, float* const* out,
+                  Reduce reduce) {
+  int i = 0;
+  for (; i + kAttendTile <= nq; i += kAttendTile)
+    attend_tile<W, kHd, kAttendTile>(q + i, ns + i, keys, vals, scale, scores, stride, out + i,
+                                     reduce);
+  for (; i + 2 <= nq; i += 2)
+    attend_tile<W, kHd, 2>(q + i, ns + i, keys, vals, scale, scores, stride, out + i, reduce);
+  if (i < nq)
+    attend_tile<W, kHd, 1>(q + i, ns + i, keys, vals, scale, scores, stride, out + i, reduce);
+}
+
+// attend for nq query heads that read one KV head's positions (a GQA
+// group, and the rows of one sequence in a pass): tiles of kAttendTile at
+// head dims 64 and 128, attend_lanes one query at a time otherwise and for
+// W = 1. Every out[i] is attend_lanes' bits either way.
+template <int W, class Dot, class Axpy, class Reduce>
+void attend_shared_lanes(const float* const* q, const int64_t* ns, int nq, const float* keys,
+                         const float* vals, int64_t hd, float scale, float* scores,
+                         float* const* out, Dot dot, Axpy axpy, Reduce reduce) {
+  int64_t stride = 0;
+  for (int i = 0; i < nq; ++i) stride = ns[i] > stride ? ns[i] : stride;
+  if (W > 1 && hd == 64)
+    return attend_tiles<W, 64>(q, ns, nq, keys, vals, scale, scores, stride, out, reduce);
+  if (W > 1 && hd == 128)
+    return attend_tiles<W, 128>(q, ns, nq, keys, vals, scale, scores, stride, out, reduce);
+  for (int i = 0; i < nq; ++i)
+    attend_lanes<W>(q[i], keys, vals, ns[i], hd, scale, scores, out[i], dot, axpy);
+}
+
 }  // namespace
 }  // namespace epyctune::engine::kernels::detail
 
-// Defines softmax_SFX, silu_mul_SFX and attend_SFX (kernel_table.hpp) in
-// namespace detail from the W-lane templates and dot_f32_SFX / axpy_SFX.
-#define EPYCTUNE_VEC_MATH_DEFINE(sfx, W)                                                         \
+// Defines softmax_SFX, silu_mul_SFX, attend_SFX and attend_shared_SFX
+// (kernel_table.hpp) in namespace detail from the W-lane templates,
+// dot_f32_SFX / axpy_SFX and reduce_stripes (16 / W vectors of dot stripes
+// to dot_f32_SFX's sum).
+#define EPYCTUNE_VEC_MATH_DEFINE(sfx, W, reduce_stripes)                                         \
   void softmax_##sfx(float* x, int64_t n) {                                                      \
     softmax_lanes<W>(x, n);                                                                      \
   }                                                                                              \
@@ -167,4 +253,10 @@ void attend_lanes(const float* q, const float* keys, const float* vals, int64_t 
   void attend_##sfx(const float* q, const float* keys, const float* vals, int64_t n, int64_t hd, \
                     float scale, float* scores, float* out) {                                    \
     attend_lanes<W>(q, keys, vals, n, hd, scale, scores, out, dot_f32_##sfx, axpy_##sfx);        \
+  }                                                                                              \
+  void attend_shared_##sfx(const float* const* q, const int64_t* ns, int nq, const float* keys,  \
+                           const float* vals, int64_t hd, float scale, float* scores,            \
+                           float* const* out) {                                                  \
+    attend_shared_lanes<W>(q, ns, nq, keys, vals, hd, scale, scores, out, dot_f32_##sfx,         \
+                           axpy_##sfx, reduce_stripes);                                          \
   }

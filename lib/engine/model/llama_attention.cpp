@@ -136,12 +136,30 @@ void LlamaModel::attend_cached(int il, int B) {
         size_t cap = std::min<size_t>(n_ctx_, std::max<size_t>(n_max, ts.keys.size() / hd * 2));
         ts.keys.resize(cap * hd);
         ts.vals.resize(cap * hd);
-        ts.scores.resize(cap + 1);  // + a sink
+        ts.scores.resize(kernels::kAttendTile * (cap + 1));  // + a sink
       }
       // A window layer's run needs positions from its first token's window on.
       const int lo = window > 0 ? std::max(0, pos0 - window + 1) : 0;
       kv.load_k(il, g, lo, n_max - lo, ts.keys.data());
       kv.load_v(il, g, lo, n_max - lo, ts.vals.data());
+      if (window == 0 && sinks.empty()) {
+        // Every query head of the group, for every row of the run, reads the
+        // same keys from position 0: one shared pass over them (the rows'
+        // prefixes differ, causal).
+        ts.q_rows.clear();
+        ts.out_rows.clear();
+        ts.n_rows.clear();
+        for (int t = t0; t < t1; ++t)
+          for (int h = g * group; h < (g + 1) * group; ++h) {
+            ts.q_rows.push_back(&s.q[size_t(t) * qd + size_t(h) * hd]);
+            ts.out_rows.push_back(&s.att[size_t(t) * qd + size_t(h) * hd]);
+            ts.n_rows.push_back(pos0 + (t - t0) + 1);
+          }
+        kernels::attend_shared(ts.q_rows.data(), ts.n_rows.data(),
+                               static_cast<int>(ts.q_rows.size()), ts.keys.data(), ts.vals.data(),
+                               hd, scale, ts.scores.data(), ts.out_rows.data());
+        continue;
+      }
       for (int t = t0; t < t1; ++t) {
         // Causal: positions 0 .. p; in a window, the last n_swa of them
         // (llama.cpp masks a position once the query is n_swa or more ahead).

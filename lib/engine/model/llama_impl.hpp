@@ -39,6 +39,10 @@ struct LlamaModel::Impl {
   kernels::Acts acts_a, acts_b, acts_c;
   struct ThreadScratch {
     std::vector<float> keys, vals, scores;
+    // attend_shared's queries, outputs and prefix lengths for one work item.
+    std::vector<const float*> q_rows;
+    std::vector<float*> out_rows;
+    std::vector<int64_t> n_rows;
   };
   std::vector<ThreadScratch> scratch;
   // The mixture-of-experts layers' block (one scratch for all layers) and
