@@ -11,6 +11,7 @@ namespace {
 // that one step cannot stall the decoding requests for long.
 constexpr int kStartChunk = 8;
 constexpr int kRefresh = 8;
+constexpr double kGrowth = 1.25;
 }  // namespace
 
 PrefillPacer::PrefillPacer(int budget, double gap_target)
@@ -36,6 +37,7 @@ void PrefillPacer::observed(int decoding, int prompt, double seconds) {
     if (decoding != base_rows_) {
       base_rows_ = decoding;
       base_s_ = seconds;
+      last_prompt_ = 0;
     } else {
       base_s_ = 0.75 * base_s_ + 0.25 * seconds;
     }
@@ -48,10 +50,28 @@ void PrefillPacer::observed(int decoding, int prompt, double seconds) {
   // A step costs about t(D) + C x r (r: a prompt row's cost, which grows
   // with the prompt's position), so C = (target - 1) x t(D) / r makes it
   // target x t(D). r is a moving average: one step slowed by something else
-  // must not collapse the chunk, nor one fast step double it.
-  const double per_row = std::max(0.0, seconds - base_s_) / prompt;
-  row_s_ = row_s_ > 0 ? 0.7 * row_s_ + 0.3 * per_row : per_row;
-  const double want = row_s_ > 0 ? (target_ - 1.0) * base_s_ / row_s_ : 2.0 * chunk_;
+  // must not collapse the chunk.
+  // The line is a poor fit where a pass is bound by memory: rows are almost
+  // free up to a knee, then cost compute (8 prompt rows beside 4 decoding
+  // ones cost little, 64 several decode-only steps), and the average cost
+  // of a row just past the knee still says "cheap". So the chunk also
+  // follows the secant through the last two steps' costs (the marginal
+  // cost of a row, where it is), grows at most kGrowth a step, and a row
+  // found costlier is believed at once, cheaper only slowly: an overshoot
+  // is a long gap for every decoder.
+  const double extra = std::max(0.0, seconds - base_s_);
+  const double per_row = extra / prompt;
+  const double w = per_row > row_s_ ? 0.7 : 0.3;
+  row_s_ = row_s_ > 0 ? (1.0 - w) * row_s_ + w * per_row : per_row;
+  const double room = (target_ - 1.0) * base_s_;
+  double want = row_s_ > 0 ? room / row_s_ : 2.0 * chunk_;
+  if (last_prompt_ > 0 && std::abs(prompt - last_prompt_) >= 2) {
+    const double slope = (extra - last_extra_) / (prompt - last_prompt_);
+    if (slope > 0) want = std::min(want, prompt + (room - extra) / slope);
+  }
+  last_prompt_ = prompt;
+  last_extra_ = extra;
+  want = std::min(want, kGrowth * chunk_);
   chunk_ = static_cast<int>(std::clamp(std::floor(want), 1.0, double(budget_)));
 }
 

@@ -23,11 +23,13 @@ class PrefillPacer {
  private:
   int budget_;
   double target_;
-  int chunk_;           // prompt tokens per step while others decode
-  int base_rows_ = -1;  // the decode rows base_s_ was measured at
-  double base_s_ = 0;   // decode-only step time (moving average)
-  double row_s_ = 0;    // a prompt row's cost beside them (moving average)
-  int mixed_ = 0;       // steps with prompt rows since the last without
+  int chunk_;              // prompt tokens per step while others decode
+  int base_rows_ = -1;     // the decode rows base_s_ was measured at
+  double base_s_ = 0;      // decode-only step time (moving average)
+  double row_s_ = 0;       // a prompt row's cost beside them (moving average)
+  int mixed_ = 0;          // steps with prompt rows since the last without
+  int last_prompt_ = 0;    // the last mixed step's prompt rows (0: none yet)
+  double last_extra_ = 0;  // and its time over base_s_
 };
 
 }  // namespace epyctune::engine::serving
