@@ -113,3 +113,19 @@ TEST_CASE("bound by memory up to a knee: the chunk grows 1.25x a step and stops 
   CHECK(step(4 + worst) / step(4) <= 2.55);
   CHECK(c >= 24);
 }
+
+TEST_CASE("a chunk cut to one row by a slow step grows again") {
+  auto step = [](int rows) { return 0.020 + 0.001 * rows; };
+  PrefillPacer p(64, 2.5);
+  for (int i = 0; i < 4; ++i) p.observed(4, 0, step(4));
+  const int c = settle(p, 4, step);
+  p.observed(4, c, 10.0);  // one step slowed by something else
+  p.observed(4, c, 10.0);
+  int last = 0;
+  for (int i = 0; i < 40; ++i) {
+    const int k = p.chunk(4);
+    p.observed(4, k, k == 0 ? step(4) : step(4 + k));
+    if (k > 0) last = k;
+  }
+  CHECK(last + 2 >= c);
+}

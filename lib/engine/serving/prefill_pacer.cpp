@@ -71,7 +71,9 @@ void PrefillPacer::observed(int decoding, int prompt, double seconds) {
   }
   last_prompt_ = prompt;
   last_extra_ = extra;
-  want = std::min(want, kGrowth * chunk_);
+  // At least a row more a step: 1.25 x 1 rounds down to 1, and one noisy
+  // step that cut the chunk to a row would hold it there.
+  want = std::min(want, std::max(kGrowth * chunk_, chunk_ + 1.0));
   chunk_ = static_cast<int>(std::clamp(std::floor(want), 1.0, double(budget_)));
 }
 
