@@ -67,17 +67,23 @@ def start_serve(engine, model, c, threads):
     return srv, m.group(1)
 
 
+def drive(a, url, c):
+    """One untimed request (the first pass maps and warms the weights), then C
+    streaming clients for a.seconds; returns the load generator's exit code
+    and JSON."""
+    subprocess.run([a.loadgen, "--url", url, "-c", "1", "-d", "0.01", "-n", "2", "--json"],
+                   check=True, capture_output=True)
+    out = subprocess.run([a.loadgen, "--url", url, "-c", str(c), "-d", str(a.seconds),
+                          "-n", str(a.tokens), "--stream", "--json"],
+                         capture_output=True, text=True)
+    return out.returncode, json.loads(out.stdout)
+
+
 def run_ours(a, c):
     srv, url = start_serve(a.engine, a.model, c, a.threads)
     try:
-        # One untimed request: the first pass maps and warms the weights.
-        subprocess.run([a.loadgen, "--url", url, "-c", "1", "-d", "0.01", "-n", "2", "--json"],
-                       check=True, capture_output=True)
-        out = subprocess.run([a.loadgen, "--url", url, "-c", str(c), "-d", str(a.seconds),
-                              "-n", str(a.tokens), "--stream", "--json"],
-                             capture_output=True, text=True)
-        j = json.loads(out.stdout)
-        if out.returncode != 0 or j["errors"]:
+        rc, j = drive(a, url, c)
+        if rc != 0 or j["errors"]:
             sys.exit(f"C={c}: the load generator saw errors: {j.get('error_samples')}")
         return j
     finally:
@@ -121,12 +127,7 @@ def run_llama_server(a, c):
             if time.monotonic() > deadline:
                 sys.exit(f"C={c}: llama-server not ready after 600 s")
             time.sleep(0.5)
-        subprocess.run([a.loadgen, "--url", url, "-c", "1", "-d", "0.01", "-n", "2", "--json"],
-                       check=True, capture_output=True)
-        out = subprocess.run([a.loadgen, "--url", url, "-c", str(c), "-d", str(a.seconds),
-                              "-n", str(a.tokens), "--stream", "--json"],
-                             capture_output=True, text=True)
-        j = json.loads(out.stdout)
+        _, j = drive(a, url, c)
         # Errors are counted, not fatal: a server that fails requests shows it here.
         j["requests"] = j["ok"]
         return j

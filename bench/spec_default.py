@@ -72,6 +72,23 @@ def ik_reference(ik, target, draft, n, prompt, draft_max):
     return best
 
 
+def print_reference(rows, key, vs, header, setting, acceptance):
+    """A reference engine's table: its medians per draft, and ours over its best."""
+    print("\n" + header)
+    print("|---" * (5 if acceptance else 4) + "|")
+    for r in rows:
+        ps = r["pairs"]
+        refs = [p[key] for p in ps]
+        med = lambda k: statistics.median(x[k] for x in refs)
+        cols = [os.path.basename(r["draft"]), f"{med('plain_tok_s'):.2f}",
+                f"{med('spec_tok_s'):.2f} ({', '.join(setting(x) for x in refs)})"]
+        if acceptance:
+            cols.append(f"{med('acceptance'):.2f}")
+        cols.append(f"**{statistics.median(p[vs] for p in ps):.2f}** "
+                    f"({', '.join('%.2f' % p[vs] for p in ps)})")
+        print("| " + " | ".join(cols) + " |")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("engine")
@@ -146,32 +163,15 @@ def main():
               f"{'/'.join(str(p['every_cpu_passes']) + ' of ' + str(p['target_passes']) for p in ps)} | "
               f"{med('cost_model_s'):.2f} |")
     if a.reference:
-        print("\n| draft | llama.cpp plain tok/s | llama.cpp best speculative tok/s "
-              "(max draft, min confidence) | ours / llama.cpp's best (per pair) |")
-        print("|---|---|---|---|")
-        for r in rows:
-            ps = r["pairs"]
-            refs = [p["reference"] for p in ps]
-            print(f"| {os.path.basename(r['draft'])} | "
-                  f"{statistics.median(x['plain_tok_s'] for x in refs):.2f} | "
-                  f"{statistics.median(x['spec_tok_s'] for x in refs):.2f} "
-                  f"({', '.join('%d, %.1f' % (x['max_draft'], x['min_confidence']) for x in refs)}) | "
-                  f"**{statistics.median(p['vs_reference'] for p in ps):.2f}** "
-                  f"({', '.join('%.2f' % p['vs_reference'] for p in ps)}) |")
+        print_reference(rows, "reference", "vs_reference",
+                        "| draft | llama.cpp plain tok/s | llama.cpp best speculative tok/s "
+                        "(max draft, min confidence) | ours / llama.cpp's best (per pair) |",
+                        lambda x: "%d, %.1f" % (x["max_draft"], x["min_confidence"]), False)
     if a.ik:
-        print("\n| draft | ik_llama.cpp -rtr plain tok/s | its best speculative tok/s "
-              "(n_max per pair) | acceptance | our -md / its best (per pair) |")
-        print("|---|---|---|---|---|")
-        for r in rows:
-            ps = r["pairs"]
-            iks = [p["ik"] for p in ps]
-            print(f"| {os.path.basename(r['draft'])} | "
-                  f"{statistics.median(x['plain_tok_s'] for x in iks):.2f} | "
-                  f"{statistics.median(x['spec_tok_s'] for x in iks):.2f} "
-                  f"({', '.join(str(x['max_draft']) for x in iks)}) | "
-                  f"{statistics.median(x['acceptance'] for x in iks):.2f} | "
-                  f"**{statistics.median(p['vs_ik'] for p in ps):.2f}** "
-                  f"({', '.join('%.2f' % p['vs_ik'] for p in ps)}) |")
+        print_reference(rows, "ik", "vs_ik",
+                        "| draft | ik_llama.cpp -rtr plain tok/s | its best speculative tok/s "
+                        "(n_max per pair) | acceptance | our -md / its best (per pair) |",
+                        lambda x: str(x["max_draft"]), True)
     for r in rows:
         print(f"{os.path.basename(r['draft'])}: {r['pairs'][0]['reason']}")
     gb = rows[0]["pairs"][0]["bytes_per_token"] / 1e9 if rows else 0
