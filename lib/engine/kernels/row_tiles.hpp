@@ -61,8 +61,8 @@ template <_mm_hint kHint>
 }
 
 // More tokens reread the lines from L1 (t0); one token streams them once,
-// with the CPU's hint (kernels::stream_hint). The branch is the same every
-// time, a block's handful of lines per test.
+// with the CPU's hint (kernels::stream_hint). The bool does not change
+// during a matmul, so the branch is predicted: one test per block.
 template <int T>
 [[gnu::always_inline]] inline void prefetch_stream(const uint8_t* p, size_t n) {
   if (T == 1 && g_stream_nta)

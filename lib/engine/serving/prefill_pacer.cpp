@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <stdexcept>
 
 namespace epyctune::engine::serving {
@@ -52,9 +53,8 @@ void PrefillPacer::observed(int decoding, int prompt, double seconds) {
   // target x t(D). r is a moving average: one step slowed by something else
   // must not collapse the chunk.
   // The line is a poor fit where a pass is bound by memory: rows are almost
-  // free up to a knee, then cost compute (8 prompt rows beside 4 decoding
-  // ones cost little, 64 several decode-only steps), and the average cost
-  // of a row just past the knee still says "cheap". So the chunk also
+  // free up to a knee, then cost compute, and the average cost of a row
+  // just past the knee still says "cheap". So the chunk also
   // follows the secant through the last two steps' costs (the marginal
   // cost of a row, where it is), grows at most kGrowth a step, and a row
   // found costlier is believed at once, cheaper only slowly: an overshoot
