@@ -150,8 +150,9 @@ void packed_tokens(const TileArgs& a, int nt) {
 }
 
 // One token: row after row in one call, a single stream for the prefetchers
-// (kPrefetchRows ahead, with the CPU's streaming hint). A call per row costs Q4_K about a
-// fifth of its compute in call overhead and broken prefetch streams.
+// (kPrefetchRows ahead, with the CPU's streaming hint). A call per row
+// costs Q4_K about a fifth of its compute in call overhead and broken
+// prefetch streams.
 template <class F>
 [[gnu::noinline]] void packed_rows_1tok(const uint8_t* w, size_t row_bytes, int64_t full, int rest,
                                         const uint8_t* arow, float* y, int64_t r0, int64_t r1) {

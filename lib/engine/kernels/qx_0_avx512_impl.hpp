@@ -35,7 +35,8 @@ using tiles16::transpose16x4;
 // 4.6 KiB (16 Q4_0 blocks), where the rate peaks (a shorter lead leaves
 // DRAM latency exposed, a longer one evicts lines before use). One token is
 // bandwidth-bound: the CPU's streaming hint (non-temporal on Zen: the
-// weights are read once per pass) and a shorter lead, about 2.2 KiB as for Q4_K, stream fastest.
+// weights are read once per pass) and a shorter lead, about 2.2 KiB as for
+// Q4_K, stream fastest.
 template <bool kQ4, int T>
 constexpr int64_t kPrefetchBlocks = T > 1 ? 16
                                     : kQ4 ? 8

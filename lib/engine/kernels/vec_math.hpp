@@ -153,6 +153,24 @@ void attend_lanes(const float* q, const float* keys, const float* vals, int64_t 
   for (int64_t j = 0; j < n; ++j) axpy(out, scores[j], vals + j * hd, hd);
 }
 
+// For each position j below the tile's longest prefix: row j of `rows`
+// (kHd floats) loaded once as vectors, then f(i, j, row) for every query i
+// of the tile that sees position j (j < ns[i]).
+template <int W, int kHd, int M, class Fn>
+[[gnu::always_inline]] inline void each_position(const float* rows, const int64_t* ns, int64_t hi,
+                                                 Fn f) {
+  using F = typename Lanes<W>::F;
+  constexpr int kV = kHd / W;
+  for (int64_t j = 0; j < hi; ++j) {
+    F row[kV];
+#pragma GCC unroll 16
+    for (int v = 0; v < kV; ++v) row[v] = load<W>(rows + j * kHd + v * W);
+#pragma GCC unroll 4
+    for (int i = 0; i < M; ++i)
+      if (j < ns[i]) f(i, j, row);
+  }
+}
+
 // attend_lanes for M queries of one tile, hd = kHd: keys and values are
 // loaded once per tile rather than once per query, and the M outputs stay
 // in registers across the positions. Query i sees positions 0 .. ns[i]-1;
@@ -173,33 +191,19 @@ template <int W, int kHd, int M, class Reduce>
   F qv[M][kV];
   for (int i = 0; i < M; ++i)
     for (int v = 0; v < kV; ++v) qv[i][v] = load<W>(q[i] + v * W);
-  for (int64_t j = 0; j < hi; ++j) {
-    F kv[kV];
+  each_position<W, kHd, M>(keys, ns, hi, [&](int i, int64_t j, const F* kv) {
+    F acc[kS] = {};
 #pragma GCC unroll 16
-    for (int v = 0; v < kV; ++v) kv[v] = load<W>(keys + j * kHd + v * W);
-#pragma GCC unroll 4
-    for (int i = 0; i < M; ++i) {
-      if (j >= ns[i]) continue;
-      F acc[kS] = {};
-#pragma GCC unroll 16
-      for (int v = 0; v < kV; ++v) acc[v % kS] = acc[v % kS] + qv[i][v] * kv[v];
-      scores[i * stride + j] = reduce(acc) * scale;
-    }
-  }
+    for (int v = 0; v < kV; ++v) acc[v % kS] = acc[v % kS] + qv[i][v] * kv[v];
+    scores[i * stride + j] = reduce(acc) * scale;
+  });
   for (int i = 0; i < M; ++i) softmax_lanes<W>(scores + i * stride, ns[i]);
   F o[M][kV] = {};
-  for (int64_t j = 0; j < hi; ++j) {
-    F vv[kV];
+  each_position<W, kHd, M>(vals, ns, hi, [&](int i, int64_t j, const F* vv) {
+    const F sj = F{} + scores[i * stride + j];
 #pragma GCC unroll 16
-    for (int v = 0; v < kV; ++v) vv[v] = load<W>(vals + j * kHd + v * W);
-#pragma GCC unroll 4
-    for (int i = 0; i < M; ++i) {
-      if (j >= ns[i]) continue;
-      const F sj = F{} + scores[i * stride + j];
-#pragma GCC unroll 16
-      for (int v = 0; v < kV; ++v) o[i][v] = o[i][v] + sj * vv[v];
-    }
-  }
+    for (int v = 0; v < kV; ++v) o[i][v] = o[i][v] + sj * vv[v];
+  });
   for (int i = 0; i < M; ++i)
     for (int v = 0; v < kV; ++v) store<W>(out[i] + v * W, o[i][v]);
 }

@@ -50,15 +50,14 @@ void PrefillPacer::observed(int decoding, int prompt, double seconds) {
   if (decoding != base_rows_ || base_s_ <= 0) return;
   // A step costs about t(D) + C x r (r: a prompt row's cost, which grows
   // with the prompt's position), so C = (target - 1) x t(D) / r makes it
-  // target x t(D). r is a moving average: one step slowed by something else
-  // must not collapse the chunk.
-  // The line is a poor fit where a pass is bound by memory: rows are almost
-  // free up to a knee, then cost compute, and the average cost of a row
-  // just past the knee still says "cheap". So the chunk also
-  // follows the secant through the last two steps' costs (the marginal
-  // cost of a row, where it is), grows at most kGrowth a step, and a row
-  // found costlier is believed at once, cheaper only slowly: an overshoot
-  // is a long gap for every decoder.
+  // target x t(D). r is a moving average, so that one step slowed by
+  // something else does not collapse the chunk: a row found costlier is
+  // believed at once, a cheaper one slowly. The line fits poorly where a
+  // pass is bound by memory (rows almost free up to a knee, then compute),
+  // and the average cost of a row just past the knee still says "cheap";
+  // so the chunk also follows the secant through the last two steps' costs
+  // (the marginal cost of a row) and grows at most kGrowth a step: an
+  // overshoot is a long gap for every decoder.
   const double extra = std::max(0.0, seconds - base_s_);
   const double per_row = extra / prompt;
   const double w = per_row > row_s_ ? 0.7 : 0.3;
