@@ -142,12 +142,36 @@ TopoPtr load(const Sysroot& root, const DiscoverOptions& opt, std::string& sourc
   return topo;
 }
 
-// Everything but the CPU identity, from a loaded hwloc topology.
-Topology build(hwloc_topology_t h) {
+// Every object of a type, in logical order. An imported XML can put one type
+// at several depths (hwloc then answers -1 and no object by index); epyctune
+// reads each concept at one level, so that is refused, never guessed at.
+std::vector<hwloc_obj_t> objects_of(hwloc_topology_t h, hwloc_obj_type_t type, const char* what,
+                                    const std::string& name) {
+  int n = hwloc_get_nbobjs_by_type(h, type);
+  if (n < 0)
+    throw DiscoveryError(fmt::format(
+        "cannot read topology {}: it puts {} at more than one level of the hierarchy; give an "
+        "lstopo XML export of a real host (lstopo --of xml FILE.xml)",
+        name, what));
+  std::vector<hwloc_obj_t> out;
+  for (int i = 0; i < n; ++i) {
+    hwloc_obj_t o = hwloc_get_obj_by_type(h, type, static_cast<unsigned>(i));
+    if (!o)
+      throw DiscoveryError(
+          fmt::format("cannot read topology {}: hwloc lists {} {} but not #{}", name, n, what, i));
+    out.push_back(o);
+  }
+  return out;
+}
+
+// Everything but the CPU identity, from a loaded hwloc topology; `name` is
+// what messages call its source.
+Topology build(hwloc_topology_t h, const std::string& name) {
   Topology t;
 
   t.online_cpus = bitmap_to_vector(hwloc_topology_get_topology_cpuset(h));
-  int npkg = hwloc_get_nbobjs_by_type(h, HWLOC_OBJ_PACKAGE);
+  const auto packages = objects_of(h, HWLOC_OBJ_PACKAGE, "packages", name);
+  int npkg = static_cast<int>(packages.size());
   t.sockets = std::max(npkg, 1);
   auto socket_of = [&](hwloc_obj_t o) {
     hwloc_obj_t p = hwloc_get_ancestor_obj_by_type(h, HWLOC_OBJ_PACKAGE, o);
@@ -155,9 +179,7 @@ Topology build(hwloc_topology_t h) {
   };
 
   // NUMA nodes (memory from sysfs nodeN/meminfo through hwloc).
-  int nnodes = hwloc_get_nbobjs_by_type(h, HWLOC_OBJ_NUMANODE);
-  for (int i = 0; i < nnodes; ++i) {
-    hwloc_obj_t n = hwloc_get_obj_by_type(h, HWLOC_OBJ_NUMANODE, static_cast<unsigned>(i));
+  for (hwloc_obj_t n : objects_of(h, HWLOC_OBJ_NUMANODE, "NUMA nodes", name)) {
     NumaNode node;
     node.os_index = static_cast<int>(n->os_index);
     node.memory_bytes = n->attr ? n->attr->numanode.local_memory : 0;
@@ -178,16 +200,21 @@ Topology build(hwloc_topology_t h) {
             [](const NumaNode& a, const NumaNode& b) { return a.os_index < b.os_index; });
 
   // L3 domains in logical order; a host without L3 gets one per package.
-  int nl3 = hwloc_get_nbobjs_by_type(h, HWLOC_OBJ_L3CACHE);
-  hwloc_obj_type_t l3_type = nl3 > 0 ? HWLOC_OBJ_L3CACHE : HWLOC_OBJ_PACKAGE;
-  int ndom = nl3 > 0 ? nl3 : npkg;
-  if (ndom == 0) {
-    ndom = 1;
+  // The root stands in for a machine with neither (an XML's root need not be
+  // typed Machine).
+  auto domains = objects_of(h, HWLOC_OBJ_L3CACHE, "L3 caches", name);
+  hwloc_obj_type_t l3_type = HWLOC_OBJ_L3CACHE;
+  if (domains.empty()) {
+    domains = packages;
+    l3_type = HWLOC_OBJ_PACKAGE;
+  }
+  if (domains.empty()) {
+    domains = {hwloc_get_root_obj(h)};
     l3_type = HWLOC_OBJ_MACHINE;
   }
   std::map<unsigned, int> dom_of_gp;  // hwloc gp_index -> our L3 index
-  for (int i = 0; i < ndom; ++i) {
-    hwloc_obj_t o = hwloc_get_obj_by_type(h, l3_type, static_cast<unsigned>(i));
+  for (int i = 0; i < static_cast<int>(domains.size()); ++i) {
+    hwloc_obj_t o = domains[static_cast<size_t>(i)];
     L3Domain d;
     d.index = i;
     d.synthetic = l3_type != HWLOC_OBJ_L3CACHE;
@@ -201,11 +228,11 @@ Topology build(hwloc_topology_t h) {
     t.l3_domains.push_back(d);
   }
 
-  int ncores = hwloc_get_nbobjs_by_type(h, HWLOC_OBJ_CORE);
-  for (int i = 0; i < ncores; ++i) {
-    hwloc_obj_t o = hwloc_get_obj_by_type(h, HWLOC_OBJ_CORE, static_cast<unsigned>(i));
+  const auto cores = objects_of(h, HWLOC_OBJ_CORE, "cores", name);
+  for (size_t i = 0; i < cores.size(); ++i) {
+    hwloc_obj_t o = cores[i];
     Core c;
-    c.id = i;
+    c.id = static_cast<int>(i);
     c.socket = socket_of(o);
     c.cpus = bitmap_to_vector(o->cpuset);
     c.numa_node =
@@ -236,7 +263,7 @@ CpuIdentity identity_from_xml(hwloc_topology_t h) {
 Topology discover(const Sysroot& root, const DiscoverOptions& opt) {
   std::string source;
   TopoPtr topo = load(root, opt, source);
-  Topology t = build(topo.get());
+  Topology t = build(topo.get(), source);
   t.source = common::valid_utf8(source);
   t.cpu = opt.topology_xml.empty() ? identify_cpu(root) : identity_from_xml(topo.get());
   return t;
@@ -244,7 +271,7 @@ Topology discover(const Sysroot& root, const DiscoverOptions& opt) {
 
 Topology discover_xml_text(const std::string& xml, const std::string& name) {
   TopoPtr topo = load_xml(xml, name);
-  Topology t = build(topo.get());
+  Topology t = build(topo.get(), name);
   t.source = common::valid_utf8("xml:" + name);
   t.cpu = identity_from_xml(topo.get());
   return t;

@@ -153,3 +153,41 @@ TEST_CASE("an export that crashes hwloc 2.9 is refused, not loaded") {
   CAPTURE(why);
   CHECK(why.find("crashes reading it") != std::string::npos);
 }
+
+TEST_CASE("a type at two levels of the hierarchy is refused, and a root of any type is read") {
+  // Found by fuzz_topology: a root retyped Package puts packages at two
+  // depths, where hwloc counts -1 of them and gives none by index.
+  std::string k8;
+  {
+    std::ifstream in(data("AMD-K8-SantaRosa-2xOpteron-2218.xml"));
+    k8.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  auto retyped = [&](const std::string& from, const std::string& to) {
+    std::string s = k8;
+    auto at = s.find(from);
+    REQUIRE(at != std::string::npos);
+    s.replace(at, from.size(), to);
+    return s;
+  };
+  TempDir t;
+  auto two = t.path() / "two-levels.xml";
+  std::ofstream(two) << retyped("type=\"Machine\"", "type=\"Package\"");
+  auto why = load_error(two.string());
+  CAPTURE(why);
+  CHECK(why.find("packages at more than one level") != std::string::npos);
+  CHECK(why.find("two-levels.xml") != std::string::npos);
+
+  // No L3 and no packages: one synthetic domain from the root, whatever the
+  // root's type.
+  std::string flat = k8;
+  for (auto at = flat.find("type=\"Package\""); at != std::string::npos;
+       at = flat.find("type=\"Package\""))
+    flat.replace(at, 14, "type=\"Group\"");
+  auto grouped = t.path() / "grouped.xml";
+  std::ofstream(grouped) << flat;
+  auto topo = from_xml(grouped.string());
+  REQUIRE(topo.l3_domains.size() == 1);
+  CHECK(topo.l3_domains[0].synthetic);
+  CHECK(topo.l3_domains[0].cores.size() == topo.cores.size());
+  CHECK(topo.cores.size() == 4);
+}
