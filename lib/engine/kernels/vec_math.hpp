@@ -110,6 +110,30 @@ void silu_mul_lanes(float* gate, const float* up, int64_t n) {
   }
 }
 
+// The largest of x[0..n), as `m = x[i] > m ? x[i] : m` from m = x[0] finds
+// it, but W lanes at a time: a maximum is exact in any order, so only NaN
+// (skipped unless it is x[0], which then stays) and the sign of a zero
+// maximum (x - max is the same number either way) could tell the orders
+// apart.
+template <int W>
+[[gnu::always_inline]] inline float max_lanes(const float* x, int64_t n) {
+  using F = typename Lanes<W>::F;
+  const float first = x[0];
+  if (first != first) return first;
+  F m = F{} - __builtin_inff();
+  int64_t i = 0;
+  for (; i + W <= n; i += W) {
+    const F v = load<W>(x + i);
+    m = v > m ? v : m;
+  }
+  float lanes[W];
+  store<W>(lanes, m);
+  float max = first;
+  for (int l = 0; l < W; ++l) max = lanes[l] > max ? lanes[l] : max;
+  for (; i < n; ++i) max = x[i] > max ? x[i] : max;
+  return max;
+}
+
 // Softmax in place: the max, then e^(x - max) summed into 16 stripes
 // (element i into stripe i % 16) and reduced with reduce16, then scaled by
 // 1 / sum. W divides 16, so stripe j is lane j % W of vector j / W.
@@ -117,8 +141,7 @@ template <int W>
 void softmax_lanes(float* x, int64_t n) {
   static_assert(16 % W == 0);
   if (n <= 0) return;
-  float max = x[0];
-  for (int64_t i = 1; i < n; ++i) max = x[i] > max ? x[i] : max;
+  const float max = max_lanes<W>(x, n);
   typename Lanes<W>::F a[16 / W] = {};
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
