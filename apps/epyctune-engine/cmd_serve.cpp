@@ -40,7 +40,7 @@ struct ServeArgs {
   int queue = 8;
   int parallel = 0;  // 0: from the KV budget
   std::string kv_budget;
-  double prefill_gap = 2.5;
+  double prefill_gap = sv::kDefaultPrefillGap;
   std::string api_key_file;
 };
 

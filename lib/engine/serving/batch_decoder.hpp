@@ -85,7 +85,8 @@ class BatchDecoder {
   // long prompt is spread over steps instead of stalling the others; while
   // others decode, PrefillPacer takes fewer, so that their steps take at
   // most about prefill_gap times a step without prompt rows (0: no pacing).
-  BatchDecoder(LlamaModel& model, int slots, int prefill_budget = 256, double prefill_gap = 2.5);
+  BatchDecoder(LlamaModel& model, int slots, int prefill_budget = 256,
+               double prefill_gap = kDefaultPrefillGap);
   ~BatchDecoder();
   BatchDecoder(const BatchDecoder&) = delete;
   BatchDecoder& operator=(const BatchDecoder&) = delete;

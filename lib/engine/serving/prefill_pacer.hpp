@@ -10,10 +10,16 @@
 
 namespace epyctune::engine::serving {
 
+// serve's --prefill-gap, and every layer's default below it. Lower values
+// bought no shorter longest gap on two noisy cores, where a host hiccup
+// alone doubles a pass, and lengthen a long prompt's read, during which the
+// decoding requests' own passes slow as their contexts grow.
+inline constexpr double kDefaultPrefillGap = 2.5;
+
 class PrefillPacer {
  public:
   // budget: prompt tokens per step at most; gap_target: 0 (off) or > 1.
-  explicit PrefillPacer(int budget, double gap_target = 2.5);
+  explicit PrefillPacer(int budget, double gap_target = kDefaultPrefillGap);
   // Prompt tokens the next step may take while `decoding` requests decode
   // (0 now and then: a step that times them alone).
   int chunk(int decoding) const;

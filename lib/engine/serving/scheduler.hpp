@@ -98,7 +98,7 @@ class Scheduler {
   // prefill_gap: BatchDecoder's (how much a long prompt may slow the
   // decoding requests' steps; 0: not paced).
   Scheduler(Engine& engine, size_t capacity, Metrics& metrics, int parallel = 1,
-            double prefill_gap = 2.5);
+            double prefill_gap = kDefaultPrefillGap);
   ~Scheduler();  // stop()
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
