@@ -4,7 +4,8 @@ stall (issue 31's chunked-prefill target: their longest inter-token gap at
 most 3x their median).
 
     bench/serve_prefill_gap.py ENGINE MODEL [ENGINE2 ...] [--decoders 4]
-        [--words 2440] [--repeat 3] [-t 2] [-b 64] [--json OUT]
+        [--words 2440] [--repeat 3] [-t 2] [-b 64] [--prefill-gap 2.0,2.5]
+        [--json OUT]
 
 Per repeat and engine: `serve --parallel D+1 -c 4608`, D streaming clients
 of greedy tokens (ignore_eos) on short prompts; once each has 24 tokens, a
@@ -18,7 +19,9 @@ the repeats, which interleave the engines. Beside it, each gap against the
 decoder's own pace at that moment: its contexts grow while a long prompt is
 read, so a decode-only step at the end of the read is slower than before it;
 the pace is taken on the line from its median gap before the send to its
-median gap in the 2.5 s after the reply.
+median gap in the 2.5 s after the reply. And each against the median of all
+the decoder's gaps, from its first token to 3 s after the reply. Several
+--prefill-gap values run as engines of their own, in the same repeats.
 """
 import argparse, http.client, json, re, statistics, subprocess, sys, threading, time
 import urllib.parse
@@ -58,8 +61,8 @@ def stream(url, prompt, n, times, stop):
     c.close()
 
 
-def one(engine, a, words):
-    srv, url = start(engine, a.model, a.threads, a.decoders + 1, a.batch, a.prefill_gap)
+def one(engine, gap, a, words):
+    srv, url = start(engine, a.model, a.threads, a.decoders + 1, a.batch, gap)
     try:
         stop = threading.Event()
         times = [[] for _ in range(a.decoders)]
@@ -87,6 +90,7 @@ def one(engine, a, words):
         stop.set()
         worst, worst_at, ratios = 0.0, 0.0, []
         worst_local, worst_local_at = 0.0, 0.0
+        worst_all = 0.0
         for ts in times:
             gaps = [(b - x, x) for x, b in zip(ts, ts[1:])]
             # Their pace before the long prompt: during it, a long prompt read
@@ -100,6 +104,7 @@ def one(engine, a, words):
             post = statistics.median(after) if after else med
             during = [(g, x) for g, x in gaps if x + g >= t_send and x <= t_reply + 1.0]
             longest = max(during) if during else (0.0, t_send)
+            worst_all = max(worst_all, longest[0] / statistics.median(g for g, x in gaps))
             r = longest[0] / med
             ratios.append(r)
             if r > worst:
@@ -113,6 +118,7 @@ def one(engine, a, words):
         return {"prompt_tokens": reply["usage"]["prompt_tokens"], "ttft_s": t_reply - t_send,
                 "worst_gap_over_median": worst, "worst_gap_at_s": worst_at, "gap_ratios": ratios,
                 "worst_gap_over_local": worst_local, "worst_local_at_s": worst_local_at,
+                "worst_gap_over_all": worst_all,
                 "median_gap_ms": 1e3 * statistics.median(
                     statistics.median([b - x for x, b in zip(ts, ts[1:]) if b < t_send])
                     for ts in times),
@@ -134,42 +140,45 @@ def main():
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("-t", "--threads", type=int, default=2)
     ap.add_argument("-b", "--batch", type=int, default=0, help="serve -b (0: its default)")
-    ap.add_argument("--prefill-gap", default="", help="serve --prefill-gap (default: its own)")
+    ap.add_argument("--prefill-gap", default="",
+                    help="serve --prefill-gap, or a comma list run side by side (default: its own)")
     ap.add_argument("--json", dest="json_out")
     a = ap.parse_args()
     vocab = ("the quick brown fox jumps over the lazy dog while a small cat watches "
              "from the warm window of an old house ").split()
     words = "A long report: " + " ".join(vocab[k % len(vocab)] for k in range(a.words))
-    engines = [a.engine] + a.others
-    runs = {e: [] for e in engines}
+    setups = [(e, g) for e in [a.engine] + a.others for g in a.prefill_gap.split(",")]
+    name = {s: s[0] + (f" --prefill-gap {s[1]}" if s[1] else "") for s in setups}
+    runs = {s: [] for s in setups}
     for i in range(a.repeat):
-        for e in engines:
-            r = one(e, a, words)
-            runs[e].append(r)
-            print(f"repeat {i + 1} {e}: prompt {r['prompt_tokens']} tokens, first token "
+        for s in setups:
+            r = one(s[0], s[1], a, words)
+            runs[s].append(r)
+            print(f"repeat {i + 1} {name[s]}: prompt {r['prompt_tokens']} tokens, first token "
                   f"{r['ttft_s']:.2f} s, worst longest/median gap {r['worst_gap_over_median']:.2f}"
                   f" ({r['worst_gap_at_s']:.1f} s after the send), vs their pace then "
-                  f"{r['worst_gap_over_local']:.2f} ({r['worst_local_at_s']:.1f} s)"
+                  f"{r['worst_gap_over_local']:.2f} ({r['worst_local_at_s']:.1f} s), vs the "
+                  f"median of all their gaps {r['worst_gap_over_all']:.2f}"
                   f" (median gap {r['median_gap_ms']:.1f} ms before, "
                   f"{r['median_gap_after_ms']:.1f} ms after)", file=sys.stderr)
     out = []
-    for e in engines:
-        rs = runs[e]
-        row = {"engine": e, "repeats": rs,
-               "worst_gap_over_median": statistics.median(r["worst_gap_over_median"] for r in rs),
-               "worst_gap_over_local": statistics.median(r["worst_gap_over_local"] for r in rs),
-               "ttft_s": statistics.median(r["ttft_s"] for r in rs),
-               "median_gap_ms": statistics.median(r["median_gap_ms"] for r in rs)}
+    for s in setups:
+        rs = runs[s]
+        row = {"engine": s[0], "prefill_gap": s[1], "repeats": rs}
+        for k in ("worst_gap_over_median", "worst_gap_over_local", "worst_gap_over_all", "ttft_s",
+                  "median_gap_ms", "median_gap_after_ms"):
+            row[k] = statistics.median(r[k] for r in rs)
         out.append(row)
-        print(f"{e}: longest gap / median gap before the prompt, worst decoder: "
-              f"{row['worst_gap_over_median']:.2f}x (target <= 3x); / their pace at that "
-              f"moment: {row['worst_gap_over_local']:.2f}x; median gap {row['median_gap_ms']:.1f} ms; the long prompt's "
-              f"first token {row['ttft_s']:.2f} s; medians of {len(rs)}")
+        print(f"{name[s]}: longest gap, worst decoder, / its median gap before the prompt: "
+              f"{row['worst_gap_over_median']:.2f}x (target <= 3x); / its pace at that moment: "
+              f"{row['worst_gap_over_local']:.2f}x; / the median of all its gaps: "
+              f"{row['worst_gap_over_all']:.2f}x; median gap {row['median_gap_ms']:.1f} ms before, "
+              f"{row['median_gap_after_ms']:.1f} ms after; the long prompt's first token "
+              f"{row['ttft_s']:.2f} s; medians of {len(rs)}")
     if a.json_out:
         with open(a.json_out, "w") as f:
             json.dump({"decoders": a.decoders, "words": a.words, "threads": a.threads,
                        "rows": out}, f, indent=1)
-
 
 if __name__ == "__main__":
     main()
