@@ -171,8 +171,7 @@ Topology build(hwloc_topology_t h, const std::string& name) {
 
   t.online_cpus = bitmap_to_vector(hwloc_topology_get_topology_cpuset(h));
   const auto packages = objects_of(h, HWLOC_OBJ_PACKAGE, "packages", name);
-  int npkg = static_cast<int>(packages.size());
-  t.sockets = std::max(npkg, 1);
+  t.sockets = std::max(static_cast<int>(packages.size()), 1);
   auto socket_of = [&](hwloc_obj_t o) {
     hwloc_obj_t p = hwloc_get_ancestor_obj_by_type(h, HWLOC_OBJ_PACKAGE, o);
     return p ? static_cast<int>(p->logical_index) : 0;

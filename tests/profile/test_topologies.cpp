@@ -4,14 +4,14 @@
 #include <fmt/format.h>
 #include <sys/stat.h>
 
-#include <fstream>
-
 #include "host/discover.hpp"
 #include "profile/detect.hpp"
 #include "test_util.hpp"
 
 using namespace epyctune;
+using epyctune::testing::read_file;
 using epyctune::testing::TempDir;
+using epyctune::testing::write_file;
 
 namespace {
 
@@ -128,19 +128,15 @@ TEST_CASE("a topology XML that cannot be loaded says why") {
   CHECK(v3.find("lstopo --of v2xml") != std::string::npos);
 
   auto text = t.path() / "profile.toml";
-  std::ofstream(text) << "name = \"not xml\"\n";
+  write_file(text, "name = \"not xml\"\n");
   auto garbage = load_error(text.string());
   CAPTURE(garbage);
   CHECK(garbage.find("it said:") != std::string::npos);
   CHECK(garbage.find("parse") != std::string::npos);
 
-  std::string whole;
-  {
-    std::ifstream in(data("16em64t-4s2c2t.xml"));
-    whole.assign(std::istreambuf_iterator<char>(in), {});
-  }
+  const std::string whole = read_file(data("16em64t-4s2c2t.xml"));
   auto cut = t.path() / "cut.xml";
-  std::ofstream(cut) << whole.substr(0, whole.size() / 2);
+  write_file(cut, whole.substr(0, whole.size() / 2));
   auto truncated = load_error(cut.string());
   CAPTURE(truncated);
   CHECK(truncated.find("it said:") != std::string::npos);
@@ -157,21 +153,20 @@ TEST_CASE("an export that crashes hwloc 2.9 is refused, not loaded") {
 TEST_CASE("a type at two levels of the hierarchy is refused, and a root of any type is read") {
   // Found by fuzz_topology: a root retyped Package puts packages at two
   // depths, where hwloc counts -1 of them and gives none by index.
-  std::string k8;
-  {
-    std::ifstream in(data("AMD-K8-SantaRosa-2xOpteron-2218.xml"));
-    k8.assign(std::istreambuf_iterator<char>(in), {});
-  }
+  const std::string k8 = read_file(data("AMD-K8-SantaRosa-2xOpteron-2218.xml"));
+  // k8 with every `type="from"` typed `to` instead.
   auto retyped = [&](const std::string& from, const std::string& to) {
+    const std::string was = "type=\"" + from + "\"", now = "type=\"" + to + "\"";
     std::string s = k8;
-    auto at = s.find(from);
-    REQUIRE(at != std::string::npos);
-    s.replace(at, from.size(), to);
+    size_t n = 0;
+    for (auto at = s.find(was); at != std::string::npos; at = s.find(was, at + now.size()), ++n)
+      s.replace(at, was.size(), now);
+    REQUIRE(n > 0);
     return s;
   };
   TempDir t;
   auto two = t.path() / "two-levels.xml";
-  std::ofstream(two) << retyped("type=\"Machine\"", "type=\"Package\"");
+  write_file(two, retyped("Machine", "Package"));
   auto why = load_error(two.string());
   CAPTURE(why);
   CHECK(why.find("packages at more than one level") != std::string::npos);
@@ -179,12 +174,8 @@ TEST_CASE("a type at two levels of the hierarchy is refused, and a root of any t
 
   // No L3 and no packages: one synthetic domain from the root, whatever the
   // root's type.
-  std::string flat = k8;
-  for (auto at = flat.find("type=\"Package\""); at != std::string::npos;
-       at = flat.find("type=\"Package\""))
-    flat.replace(at, 14, "type=\"Group\"");
   auto grouped = t.path() / "grouped.xml";
-  std::ofstream(grouped) << flat;
+  write_file(grouped, retyped("Package", "Group"));
   auto topo = from_xml(grouped.string());
   REQUIRE(topo.l3_domains.size() == 1);
   CHECK(topo.l3_domains[0].synthetic);
