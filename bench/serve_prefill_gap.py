@@ -91,6 +91,7 @@ def one(engine, gap, a, words):
         worst, worst_at, ratios = 0.0, 0.0, []
         worst_local, worst_local_at = 0.0, 0.0
         worst_all = 0.0
+        meds, posts = [], []  # per decoder, for the medians over decoders
         for ts in times:
             gaps = [(b - x, x) for x, b in zip(ts, ts[1:])]
             # Their pace before the long prompt: during it, a long prompt read
@@ -102,6 +103,8 @@ def one(engine, gap, a, words):
             # line from `med` to `post`.
             after = [g for g, x in gaps if x > t_reply + 0.5]
             post = statistics.median(after) if after else med
+            meds.append(med)
+            posts.append(statistics.median(after) if after else 0.0)
             during = [(g, x) for g, x in gaps if x + g >= t_send and x <= t_reply + 1.0]
             longest = max(during) if during else (0.0, t_send)
             worst_all = max(worst_all, longest[0] / statistics.median(g for g, x in gaps))
@@ -119,12 +122,8 @@ def one(engine, gap, a, words):
                 "worst_gap_over_median": worst, "worst_gap_at_s": worst_at, "gap_ratios": ratios,
                 "worst_gap_over_local": worst_local, "worst_local_at_s": worst_local_at,
                 "worst_gap_over_all": worst_all,
-                "median_gap_ms": 1e3 * statistics.median(
-                    statistics.median([b - x for x, b in zip(ts, ts[1:]) if b < t_send])
-                    for ts in times),
-                "median_gap_after_ms": 1e3 * statistics.median(
-                    statistics.median([b - x for x, b in zip(ts, ts[1:]) if x > t_reply + 0.5]
-                                      or [0.0]) for ts in times)}
+                "median_gap_ms": 1e3 * statistics.median(meds),
+                "median_gap_after_ms": 1e3 * statistics.median(posts)}
     finally:
         srv.terminate()
         srv.wait()
