@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/kernels/blocks.hpp"
 #include "engine/kernels/kernel_table.hpp"
 #include "engine/kernels/kernels.hpp"
 
@@ -249,6 +250,72 @@ TEST_CASE("attend_shared gives every query attend's bits, on every ISA") {
       }
     }
   }
+  set_isa(saved);
+}
+
+// The KV cache's f16 blocks are read in place: pages of kKvPagePositions
+// rows, in any order in memory, the last one partly filled (its other rows
+// hold anything). Each query must get the bits attend gives on the same
+// halves converted to f32 first.
+TEST_CASE("attend_pages reads f16 pages in place with attend's bits, on every ISA") {
+  const Isa saved = active_isa();
+  for (int hd : {64, 128}) {
+    const int n_pos = 53, n_pages = (n_pos + kKvPagePositions - 1) / kKvPagePositions;
+    const size_t page_halves = size_t(kKvPagePositions) * hd;
+    // Pages stored in reverse in one arena, garbage past the last position.
+    std::vector<uint16_t> k_arena(n_pages * page_halves, 0x7e00), v_arena(k_arena);
+    std::vector<float> keys(size_t(n_pos) * hd), vals(keys.size());
+    const auto kr = randv(n_pos * hd, 31 + hd), vr = randv(n_pos * hd, 32 + hd);
+    std::vector<const uint16_t*> kp, vp;
+    for (int p = 0; p < n_pages; ++p) {
+      kp.push_back(k_arena.data() + size_t(n_pages - 1 - p) * page_halves);
+      vp.push_back(v_arena.data() + size_t(n_pages - 1 - p) * page_halves);
+    }
+    for (int j = 0; j < n_pos; ++j)
+      for (int e = 0; e < hd; ++e) {
+        const size_t i = size_t(j) * hd + e;
+        const size_t at = size_t(n_pages - 1 - j / kKvPagePositions) * page_halves +
+                          size_t(j % kKvPagePositions) * hd + e;
+        k_arena[at] = detail::f32_to_fp16(kr[i]);
+        v_arena[at] = detail::f32_to_fp16(vr[i]);
+        keys[i] = detail::fp16_to_f32(k_arena[at]);
+        vals[i] = detail::fp16_to_f32(v_arena[at]);
+      }
+    CHECK(attend_pages_supported(hd));
+    for (int nq : {1, 2, 3, 4, 5, 9}) {
+      CAPTURE(hd);
+      CAPTURE(nq);
+      std::vector<std::vector<float>> qs, want;
+      std::vector<int64_t> ns;
+      for (int i = 0; i < nq; ++i) {
+        qs.push_back(randv(hd, 200 + 7 * i + hd));
+        for (auto& v : qs.back()) v *= 3.0f;
+        ns.push_back(i % 3 == 2 ? n_pos - 5 + i / 3 : std::min(n_pos, 15 + 2 * i));
+        want.emplace_back(hd);
+        std::vector<float> scratch(size_t(ns.back()));
+        detail::attend_ref(qs.back().data(), keys.data(), vals.data(), ns.back(), hd, 0.125f,
+                           scratch.data(), want.back().data());
+      }
+      std::vector<const float*> qp;
+      for (auto& q : qs) qp.push_back(q.data());
+      for (int i = 0; i <= static_cast<int>(best_isa()); ++i) {
+        const Isa isa = static_cast<Isa>(i);
+        CAPTURE(std::string(isa_name(isa)));
+        set_isa(isa);
+        std::vector<std::vector<float>> got(size_t(nq), std::vector<float>(size_t(hd), 7.0f));
+        std::vector<float*> op;
+        for (auto& o : got) op.push_back(o.data());
+        std::vector<float> scratch(size_t(kAttendTile) * n_pos, -1.0f);
+        attend_pages(qp.data(), ns.data(), nq, kp.data(), vp.data(), hd, 0.125f, scratch.data(),
+                     op.data());
+        for (int q = 0; q < nq; ++q) {
+          CAPTURE(q);
+          CHECK(same_bits(got[size_t(q)], want[size_t(q)]));
+        }
+      }
+    }
+  }
+  CHECK_FALSE(attend_pages_supported(80));
   set_isa(saved);
 }
 

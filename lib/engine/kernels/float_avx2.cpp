@@ -128,7 +128,11 @@ void axpy_avx2(float* y, float a, const float* x, int64_t n) {
   for (; i < n; ++i) y[i] += a * x[i];
 }
 
-EPYCTUNE_VEC_MATH_DEFINE(avx2, 8, [](const F8* a) { return reduce(a[0], a[1]); })
+EPYCTUNE_VEC_MATH_DEFINE(
+    avx2, 8, [](const F8* a) { return reduce(a[0], a[1]); },
+    [](const uint16_t* p) -> F8 {
+      return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    })
 
 void fill_avx2_table_float(MatmulTable& t) {
   fill_float_entries<Tile, kMaxTokens>(t);

@@ -90,7 +90,11 @@ void axpy_avx512(float* y, float a, const float* x, int64_t n) {
   }
 }
 
-EPYCTUNE_VEC_MATH_DEFINE(avx512, 16, [](const F16* a) { return reduce16_zmm(a[0]); })
+EPYCTUNE_VEC_MATH_DEFINE(
+    avx512, 16, [](const F16* a) { return reduce16_zmm(a[0]); },
+    [](const uint16_t* p) -> F16 {
+      return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    })
 
 void fill_avx512_table_float(MatmulTable& t) {
   fill_float_entries<Tile, kMaxTokens>(t);

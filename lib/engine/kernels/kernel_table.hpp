@@ -62,7 +62,10 @@ void axpy_avx512(float* y, float a, const float* x, int64_t n);
                     float scale, float* scores, float* out);                                     \
   void attend_shared_##sfx(const float* const* q, const int64_t* ns, int nq, const float* keys,  \
                            const float* vals, int64_t hd, float scale, float* scores,            \
-                           float* const* out);
+                           float* const* out);                                                   \
+  void attend_pages_##sfx(const float* const* q, const int64_t* ns, int nq,                      \
+                          const uint16_t* const* kpages, const uint16_t* const* vpages,          \
+                          int64_t hd, float scale, float* scores, float* const* out);
 EPYCTUNE_VEC_MATH_OPS(ref)
 EPYCTUNE_VEC_MATH_OPS(avx2)
 EPYCTUNE_VEC_MATH_OPS(avx512)

@@ -136,6 +136,17 @@ void attend(const float* q, const float* keys, const float* vals, int64_t n, int
 constexpr int kAttendTile = 4;
 void attend_shared(const float* const* q, const int64_t* ns, int nq, const float* keys,
                    const float* vals, int64_t hd, float scale, float* scores, float* const* out);
+// attend_shared on f16 keys and values kept in pages of kKvPagePositions
+// rows (the KV cache's blocks): page p holds positions [16p, 16p + 16) of
+// one head, hd halves each, and kpages / vpages list a page per 16 of the
+// longest prefix. Each half is converted as it is read, so each out[i]
+// has the bits attend_shared gives on the keys and values converted to
+// f32 first. Head dims 64 and 128 only (attend_pages_supported).
+constexpr int kKvPagePositions = 16;
+bool attend_pages_supported(int64_t hd);
+void attend_pages(const float* const* q, const int64_t* ns, int nq, const uint16_t* const* kpages,
+                  const uint16_t* const* vpages, int64_t hd, float scale, float* scores,
+                  float* const* out);
 // NeoX- or normal-style rotary embedding on one head vector of head_dim,
 // position pos; cos/sin computed from freq_base and freq_scale.
 void rope(float* head, int head_dim, int n_rot, int pos, float freq_base, float freq_scale,

@@ -51,8 +51,11 @@ void axpy_ref(float* y, float a, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
-// W = 1 runs attend_lanes per query: reduce_stripes is not reached.
-EPYCTUNE_VEC_MATH_DEFINE(ref, 1, [](const float* a) { return reduce16(a); })
+// At W = 1, attend_shared runs attend_lanes per query; reduce_stripes
+// serves attend_pages' tiles.
+EPYCTUNE_VEC_MATH_DEFINE(
+    ref, 1, [](const float* a) { return reduce16(a); },
+    [](const uint16_t* p) { return fp16_to_f32(*p); })
 
 }  // namespace detail
 
@@ -107,6 +110,17 @@ void attend_shared(const float* const* q, const int64_t* ns, int nq, const float
                    const float* vals, int64_t hd, float scale, float* scores, float* const* out) {
   for_isa(detail::attend_shared_ref, detail::attend_shared_avx2, detail::attend_shared_avx512)(
       q, ns, nq, keys, vals, hd, scale, scores, out);
+}
+
+bool attend_pages_supported(int64_t hd) {
+  return hd == 64 || hd == 128;
+}
+
+void attend_pages(const float* const* q, const int64_t* ns, int nq, const uint16_t* const* kpages,
+                  const uint16_t* const* vpages, int64_t hd, float scale, float* scores,
+                  float* const* out) {
+  for_isa(detail::attend_pages_ref, detail::attend_pages_avx2, detail::attend_pages_avx512)(
+      q, ns, nq, kpages, vpages, hd, scale, scores, out);
 }
 
 // theta_i = pos * freq_scale * freq_base^(-2i/n_rot), computed in double and

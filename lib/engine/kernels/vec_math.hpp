@@ -176,18 +176,58 @@ void attend_lanes(const float* q, const float* keys, const float* vals, int64_t 
   for (int64_t j = 0; j < n; ++j) axpy(out, scores[j], vals + j * hd, hd);
 }
 
+// Where a tile reads row j of the keys or values (kHd floats): one f32
+// array, or the KV cache's f16 pages of kKvPagePositions rows, converted
+// in registers by Cvt as they are read, so a long context is not first
+// copied out as f32 (a pass over memory of its own). The values are the
+// same either way: an f16 converts to exactly one float.
+template <int kHd>
+struct F32Rows {
+  const float* p;
+  template <int W>
+  typename Lanes<W>::F lanes(int64_t j, int v) const {
+    return load<W>(p + j * kHd + v * W);
+  }
+  void ahead(int64_t) const {}
+};
+template <int kHd, class Cvt>
+struct F16Pages {
+  const uint16_t* const* pages;
+  int64_t n;  // rows the pages hold (the longest prefix)
+  Cvt cvt;    // W halves at p -> W floats
+  // The pages are blocks scattered over the KV pool, a few KiB each: too
+  // short a run for the hardware's stream prefetch to lock on before it
+  // ends, so row j asks for the row kAhead positions on, a cache line or
+  // two per row rather than a page's worth at once.
+  static constexpr int64_t kAhead = 4 * kKvPagePositions;
+  void ahead(int64_t j) const {
+    if (j + kAhead >= n) return;
+    const char* r = reinterpret_cast<const char*>(row(j + kAhead));
+#pragma GCC unroll 8
+    for (int b = 0; b < kHd * 2; b += 64) __builtin_prefetch(r + b, 0, 3);
+  }
+  const uint16_t* row(int64_t j) const {
+    return pages[j / kKvPagePositions] + (j % kKvPagePositions) * kHd;
+  }
+  template <int W>
+  typename Lanes<W>::F lanes(int64_t j, int v) const {
+    return cvt(row(j) + v * W);
+  }
+};
+
 // For each position j below the tile's longest prefix: row j of `rows`
-// (kHd floats) loaded once as vectors, then f(i, j, row) for every query i
-// of the tile that sees position j (j < ns[i]).
-template <int W, int kHd, int M, class Fn>
-[[gnu::always_inline]] inline void each_position(const float* rows, const int64_t* ns, int64_t hi,
+// loaded once as vectors, then f(i, j, row) for every query i of the tile
+// that sees position j (j < ns[i]).
+template <int W, int kHd, int M, class Rows, class Fn>
+[[gnu::always_inline]] inline void each_position(const Rows& rows, const int64_t* ns, int64_t hi,
                                                  Fn f) {
   using F = typename Lanes<W>::F;
   constexpr int kV = kHd / W;
   for (int64_t j = 0; j < hi; ++j) {
+    rows.ahead(j);
     F row[kV];
 #pragma GCC unroll 16
-    for (int v = 0; v < kV; ++v) row[v] = load<W>(rows + j * kHd + v * W);
+    for (int v = 0; v < kV; ++v) row[v] = rows.template lanes<W>(j, v);
 #pragma GCC unroll 4
     for (int i = 0; i < M; ++i)
       if (j < ns[i]) f(i, j, row);
@@ -201,9 +241,9 @@ template <int W, int kHd, int M, class Fn>
 // operations attend_lanes does, in its order: the 16 dot stripes (16 / W
 // vectors, summed 16 elements at a time, then `reduce`'s reduce16 tree),
 // times scale, softmax_lanes, and out += scores[j] * v_j for j in order.
-template <int W, int kHd, int M, class Reduce>
+template <int W, int kHd, int M, class Rows, class Reduce>
 [[gnu::always_inline]] inline void attend_tile(const float* const* q, const int64_t* ns,
-                                               const float* keys, const float* vals, float scale,
+                                               const Rows& keys, const Rows& vals, float scale,
                                                float* scores, int64_t stride, float* const* out,
                                                Reduce reduce) {
   using F = typename Lanes<W>::F;
@@ -231,10 +271,11 @@ template <int W, int kHd, int M, class Reduce>
     for (int v = 0; v < kV; ++v) store<W>(out[i] + v * W, o[i][v]);
 }
 
-template <int W, int kHd, class Reduce>
-void attend_tiles(const float* const* q, const int64_t* ns, int nq, const float* keys,
-                  const float* vals, float scale, float* scores, int64_t stride, float* const* out,
-                  Reduce reduce) {
+template <int W, int kHd, class Rows, class Reduce>
+void attend_tiles(const float* const* q, const int64_t* ns, int nq, const Rows& keys,
+                  const Rows& vals, float scale, float* scores, float* const* out, Reduce reduce) {
+  int64_t stride = 0;
+  for (int i = 0; i < nq; ++i) stride = ns[i] > stride ? ns[i] : stride;
   int i = 0;
   for (; i + kAttendTile <= nq; i += kAttendTile)
     attend_tile<W, kHd, kAttendTile>(q + i, ns + i, keys, vals, scale, scores, stride, out + i,
@@ -253,24 +294,43 @@ template <int W, class Dot, class Axpy, class Reduce>
 void attend_shared_lanes(const float* const* q, const int64_t* ns, int nq, const float* keys,
                          const float* vals, int64_t hd, float scale, float* scores,
                          float* const* out, Dot dot, Axpy axpy, Reduce reduce) {
-  int64_t stride = 0;
-  for (int i = 0; i < nq; ++i) stride = ns[i] > stride ? ns[i] : stride;
   if (W > 1 && hd == 64)
-    return attend_tiles<W, 64>(q, ns, nq, keys, vals, scale, scores, stride, out, reduce);
+    return attend_tiles<W, 64>(q, ns, nq, F32Rows<64>{keys}, F32Rows<64>{vals}, scale, scores, out,
+                               reduce);
   if (W > 1 && hd == 128)
-    return attend_tiles<W, 128>(q, ns, nq, keys, vals, scale, scores, stride, out, reduce);
+    return attend_tiles<W, 128>(q, ns, nq, F32Rows<128>{keys}, F32Rows<128>{vals}, scale, scores,
+                                out, reduce);
   for (int i = 0; i < nq; ++i)
     attend_lanes<W>(q[i], keys, vals, ns[i], hd, scale, scores, out[i], dot, axpy);
+}
+
+// attend_shared over f16 pages, head dims 64 and 128 only: the tiles at
+// every W (at W = 1 too, whose tile does attend_lanes' operations in its
+// order, only with more live values than registers).
+template <int W, class Reduce, class Cvt>
+void attend_pages_lanes(const float* const* q, const int64_t* ns, int nq,
+                        const uint16_t* const* kpages, const uint16_t* const* vpages, int64_t hd,
+                        float scale, float* scores, float* const* out, Reduce reduce, Cvt cvt) {
+  int64_t n = 0;
+  for (int i = 0; i < nq; ++i) n = ns[i] > n ? ns[i] : n;
+  if (hd == 64)
+    return attend_tiles<W, 64>(q, ns, nq, F16Pages<64, Cvt>{kpages, n, cvt},
+                               F16Pages<64, Cvt>{vpages, n, cvt}, scale, scores, out, reduce);
+  if (hd == 128)
+    return attend_tiles<W, 128>(q, ns, nq, F16Pages<128, Cvt>{kpages, n, cvt},
+                                F16Pages<128, Cvt>{vpages, n, cvt}, scale, scores, out, reduce);
+  __builtin_trap();  // callers ask attend_pages_supported first
 }
 
 }  // namespace
 }  // namespace epyctune::engine::kernels::detail
 
-// Defines softmax_SFX, silu_mul_SFX, attend_SFX and attend_shared_SFX
-// (kernel_table.hpp) in namespace detail from the W-lane templates,
-// dot_f32_SFX / axpy_SFX and reduce_stripes (16 / W vectors of dot stripes
-// to dot_f32_SFX's sum).
-#define EPYCTUNE_VEC_MATH_DEFINE(sfx, W, reduce_stripes)                                         \
+// Defines softmax_SFX, silu_mul_SFX, attend_SFX, attend_shared_SFX and
+// attend_pages_SFX (kernel_table.hpp) in namespace detail from the W-lane
+// templates, dot_f32_SFX / axpy_SFX, reduce_stripes (16 / W vectors of dot
+// stripes to dot_f32_SFX's sum) and cvt_halves (W f16 at a pointer to W
+// floats).
+#define EPYCTUNE_VEC_MATH_DEFINE(sfx, W, reduce_stripes, cvt_halves)                             \
   void softmax_##sfx(float* x, int64_t n) {                                                      \
     softmax_lanes<W>(x, n);                                                                      \
   }                                                                                              \
@@ -286,4 +346,10 @@ void attend_shared_lanes(const float* const* q, const int64_t* ns, int nq, const
                            float* const* out) {                                                  \
     attend_shared_lanes<W>(q, ns, nq, keys, vals, hd, scale, scores, out, dot_f32_##sfx,         \
                            axpy_##sfx, reduce_stripes);                                          \
+  }                                                                                              \
+  void attend_pages_##sfx(const float* const* q, const int64_t* ns, int nq,                      \
+                          const uint16_t* const* kpages, const uint16_t* const* vpages,          \
+                          int64_t hd, float scale, float* scores, float* const* out) {           \
+    attend_pages_lanes<W>(q, ns, nq, kpages, vpages, hd, scale, scores, out, reduce_stripes,     \
+                          cvt_halves);                                                           \
   }

@@ -171,6 +171,15 @@ void KvCache::load(bool v, int layer, int head, int pos0, int n, float* out) con
   }
 }
 
+void KvCache::f16_pages(bool v, int layer, int head, int n,
+                        std::vector<const uint16_t*>& out) const {
+  static_assert(kBlockPositions == kernels::kKvPagePositions);
+  if (type() != GgmlType::F16) throw std::logic_error("KvCache::f16_pages: not an F16 cache");
+  out.clear();
+  for (int pos = 0; pos < n; pos += kBlockPositions)
+    out.push_back(reinterpret_cast<const uint16_t*>(at(v, layer, head, pos)));
+}
+
 void KvCache::load_k(int layer, int head, int pos0, int n, float* out) const {
   load(false, layer, head, pos0, n, out);
 }

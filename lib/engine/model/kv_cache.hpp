@@ -59,6 +59,9 @@ class KvCache {
   // Keys (or values) of `head` at positions [pos0, pos0 + n) as f32, n * head_dim floats.
   void load_k(int layer, int head, int pos0, int n, float* out) const;
   void load_v(int layer, int head, int pos0, int n, float* out) const;
+  // An F16 cache's pages of `head`'s keys (v: values) for positions [0, n),
+  // one per block, as kernels::attend_pages reads them in place.
+  void f16_pages(bool v, int layer, int head, int n, std::vector<const uint16_t*>& out) const;
 
   static constexpr int kBlockPositions = KvPool::kBlockPositions;
 

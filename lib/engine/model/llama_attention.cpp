@@ -88,6 +88,10 @@ void LlamaModel::attention_block(int il, int B) {
 
 namespace {
 
+// Up to this many tiles of queries per work item, attend_pages reads an F16
+// cache in place (attend_cached).
+constexpr int kInPlaceTiles = 8;
+
 // One head's attention with a learned sink (gpt-oss): the sink is one more
 // logit in the softmax, with no value, so it only takes probability mass
 // from the positions: softmax over [q.k_0 * scale, ..., sink], the sink's
@@ -131,18 +135,36 @@ void LlamaModel::attend_cached(int il, int B) {
       const KvCache& kv = *s.at[size_t(t0)].kv;
       const int pos0 = s.at[size_t(t0)].pos;  // row t is at pos0 + t - t0
       const int n_max = pos0 + (t1 - t0);     // the run's last row sees positions 0 .. n_max - 1
-      if (ts.keys.size() < size_t(n_max) * hd) {
+      const bool shared = window == 0 && sinks.empty();
+      // An F16 cache is read in place (attend_pages) for a few rows, as in
+      // decoding: the f32 copy is a pass over memory of its own, and it cost
+      // twice attend_pages' time for a decode row at 3,000 positions. Many
+      // rows (a prompt's chunk) read the keys once per kAttendTile queries,
+      // and there the f32 copy, converted once, is a little faster.
+      const bool in_place = shared && kv.type() == GgmlType::F16 &&
+                            kernels::attend_pages_supported(hd) &&
+                            (t1 - t0) * group <= kInPlaceTiles * kernels::kAttendTile;
+      const size_t need = in_place ? 0 : size_t(n_max) * hd;
+      if (ts.keys.size() < need || ts.scores.size() < size_t(kernels::kAttendTile) * n_max) {
         // Grow geometrically up to n_ctx: long contexts pay for what they use.
-        size_t cap = std::min<size_t>(n_ctx_, std::max<size_t>(n_max, ts.keys.size() / hd * 2));
-        ts.keys.resize(cap * hd);
-        ts.vals.resize(cap * hd);
+        size_t cap = std::min<size_t>(
+            n_ctx_, std::max<size_t>(n_max, ts.scores.size() / kernels::kAttendTile * 2));
+        if (!in_place) {
+          ts.keys.resize(cap * hd);
+          ts.vals.resize(cap * hd);
+        }
         ts.scores.resize(kernels::kAttendTile * (cap + 1));  // + a sink
       }
       // A window layer's run needs positions from its first token's window on.
       const int lo = window > 0 ? std::max(0, pos0 - window + 1) : 0;
-      kv.load_k(il, g, lo, n_max - lo, ts.keys.data());
-      kv.load_v(il, g, lo, n_max - lo, ts.vals.data());
-      if (window == 0 && sinks.empty()) {
+      if (in_place) {
+        kv.f16_pages(false, il, g, n_max, ts.k_pages);
+        kv.f16_pages(true, il, g, n_max, ts.v_pages);
+      } else {
+        kv.load_k(il, g, lo, n_max - lo, ts.keys.data());
+        kv.load_v(il, g, lo, n_max - lo, ts.vals.data());
+      }
+      if (shared) {
         // Every query head of the group, for every row of the run, reads the
         // same keys from position 0: one shared pass over them (the rows'
         // prefixes differ, causal).
@@ -155,9 +177,13 @@ void LlamaModel::attend_cached(int il, int B) {
             ts.out_rows.push_back(&s.att[size_t(t) * qd + size_t(h) * hd]);
             ts.n_rows.push_back(pos0 + (t - t0) + 1);
           }
-        kernels::attend_shared(ts.q_rows.data(), ts.n_rows.data(),
-                               static_cast<int>(ts.q_rows.size()), ts.keys.data(), ts.vals.data(),
-                               hd, scale, ts.scores.data(), ts.out_rows.data());
+        const int nq = static_cast<int>(ts.q_rows.size());
+        if (in_place)
+          kernels::attend_pages(ts.q_rows.data(), ts.n_rows.data(), nq, ts.k_pages.data(),
+                                ts.v_pages.data(), hd, scale, ts.scores.data(), ts.out_rows.data());
+        else
+          kernels::attend_shared(ts.q_rows.data(), ts.n_rows.data(), nq, ts.keys.data(),
+                                 ts.vals.data(), hd, scale, ts.scores.data(), ts.out_rows.data());
         continue;
       }
       for (int t = t0; t < t1; ++t) {

@@ -43,6 +43,8 @@ struct LlamaModel::Impl {
     std::vector<const float*> q_rows;
     std::vector<float*> out_rows;
     std::vector<int64_t> n_rows;
+    // attend_pages' page lists for one work item (an F16 cache).
+    std::vector<const uint16_t*> k_pages, v_pages;
   };
   std::vector<ThreadScratch> scratch;
   // The mixture-of-experts layers' block (one scratch for all layers) and
