@@ -129,3 +129,41 @@ TEST_CASE("a chunk cut to one row by a slow step grows again") {
   }
   CHECK(last + 2 >= c);
 }
+
+TEST_CASE("the target holds against the decoders' pace when the read began") {
+  // Their contexts grow through a long read: a decode-only step slows from
+  // 20 ms to 36 ms over 80 steps, and a prompt row costs 2 ms beside them.
+  int t = 0;
+  auto base = [&t] { return 0.020 * (1.0 + 0.01 * t); };
+  PrefillPacer p(64, 2.5);
+  for (int i = 0; i < 4; ++i) p.observed(4, 0, base());
+  double worst = 0;
+  int last = 0;
+  for (; t < 80; ++t) {
+    const int c = p.chunk(4);
+    const double s = base() + 0.002 * c;
+    p.observed(4, c, s);
+    if (c > 0 && t > 10) worst = std::max(worst, s / 0.020);
+    last = c;
+  }
+  // Against the pace now, the steps would reach 2.5 x 36 ms = 4.5x 20 ms.
+  CHECK(worst <= 2.6);
+  CHECK(last >= 1);
+  // Past the target on their own (contexts grew past 2.5x), the prompt is
+  // still read, a little at a time.
+  for (int i = 0; i < 20; ++i) {
+    const int c = p.chunk(4);
+    p.observed(4, c, 0.060 + 0.002 * c);
+    last = c == 0 ? last : c;
+  }
+  CHECK(last >= 1);
+  // A read that ended (decode-only steps not asked for) sets a new
+  // reference at the next: the chunk again sizes against 60 ms.
+  for (int i = 0; i < 8; ++i) p.observed(4, 0, 0.060);
+  for (int i = 0; i < 30; ++i) {
+    const int c = p.chunk(4);
+    p.observed(4, c, 0.060 + 0.002 * c);
+    last = c == 0 ? last : c;
+  }
+  CHECK(last >= 40);  // (2.5 - 1) x 60 ms / 2 ms = 45 rows
+}

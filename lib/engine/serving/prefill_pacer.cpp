@@ -13,6 +13,7 @@ namespace {
 constexpr int kStartChunk = 8;
 constexpr int kRefresh = 8;
 constexpr double kGrowth = 1.25;
+constexpr double kMinRoom = 0.25;
 }  // namespace
 
 PrefillPacer::PrefillPacer(int budget, double gap_target)
@@ -34,11 +35,15 @@ int PrefillPacer::chunk(int decoding) const {
 void PrefillPacer::observed(int decoding, int prompt, double seconds) {
   if (target_ == 0 || decoding <= 0 || !(seconds > 0)) return;
   if (prompt == 0) {
+    // A decode-only step the pacer did not ask for: no prompt was waiting,
+    // so the next prompt rows start a new read with a new reference.
+    if (mixed_ != kRefresh) ref_s_ = 0;
     mixed_ = 0;
     if (decoding != base_rows_) {
       base_rows_ = decoding;
       base_s_ = seconds;
       last_prompt_ = 0;
+      ref_s_ = 0;
     } else {
       base_s_ = 0.75 * base_s_ + 0.25 * seconds;
     }
@@ -48,6 +53,7 @@ void PrefillPacer::observed(int decoding, int prompt, double seconds) {
   // or joined mid-prompt), so that a refresh step soon times it.
   mixed_ = std::min(mixed_ + 1, kRefresh);
   if (decoding != base_rows_ || base_s_ <= 0) return;
+  if (ref_s_ <= 0) ref_s_ = base_s_;
   // A step costs about t(D) + C x r (r: a prompt row's cost, which grows
   // with the prompt's position), so C = (target - 1) x t(D) / r makes it
   // target x t(D). r is a moving average, so that one step slowed by
@@ -62,7 +68,12 @@ void PrefillPacer::observed(int decoding, int prompt, double seconds) {
   const double per_row = extra / prompt;
   const double w = per_row > row_s_ ? 0.7 : 0.3;
   row_s_ = row_s_ > 0 ? (1.0 - w) * row_s_ + w * per_row : per_row;
-  const double room = (target_ - 1.0) * base_s_;
+  // The target holds against the decoders' pace when the read began, not
+  // their pace now: their contexts grow through a long read (a decode-only
+  // step 1.3x slower by the end of a 4,000-token one), and a user sees
+  // each token's delay against the pace before the prompt came. A little
+  // room is kept whatever the growth, so the prompt is always read.
+  const double room = std::max(target_ * ref_s_ - base_s_, kMinRoom * (target_ - 1.0) * base_s_);
   double want = row_s_ > 0 ? room / row_s_ : 2.0 * chunk_;
   if (last_prompt_ > 0 && std::abs(prompt - last_prompt_) >= 2) {
     const double slope = (extra - last_extra_) / (prompt - last_prompt_);

@@ -3,9 +3,10 @@
 // on a host where a pass is bound by compute, 64 prompt rows beside 4
 // decoding rows made that step 10x a decode-only one. The pacer measures
 // decode-only steps and mixed ones, and sizes the prompt chunk so that a
-// mixed step takes about gap_target times a decode-only step; with nothing
-// decoding, the whole budget goes to prompts. A gap_target of 0 turns the
-// pacing off: every step takes the whole budget.
+// mixed step takes about gap_target times a decode-only step as it was
+// when the prompt rows began; with nothing decoding, the whole budget goes
+// to prompts. A gap_target of 0 turns the pacing off: every step takes the
+// whole budget.
 #pragma once
 
 namespace epyctune::engine::serving {
@@ -32,6 +33,7 @@ class PrefillPacer {
   int chunk_;              // prompt tokens per step while others decode
   int base_rows_ = -1;     // the decode rows base_s_ was measured at
   double base_s_ = 0;      // decode-only step time (moving average)
+  double ref_s_ = 0;       // base_s_ when the prompt rows began (0: none)
   double row_s_ = 0;       // a prompt row's cost beside them (moving average)
   int mixed_ = 0;          // steps with prompt rows since the last without
   int last_prompt_ = 0;    // the last mixed step's prompt rows (0: none yet)
