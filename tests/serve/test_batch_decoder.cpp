@@ -58,9 +58,11 @@ std::vector<int32_t> alone(LlamaModel& m, const Req& r) {
 int max_active = 0;  // the most requests together() had running at once
 
 std::map<size_t, SlotResult> together(LlamaModel& m, const std::vector<Req>& reqs, int slots,
-                                      int budget) {
+                                      int budget, speculative::LookupOptions lookup = {}) {
   max_active = 0;
-  BatchDecoder d(m, slots, budget);
+  BatchDecoder d(m, slots, budget, kDefaultPrefillGap, lookup);
+  // Every proposal verified: which ones are does not hang on timing.
+  d.set_draft_policy(DraftPolicy::fixed(0));
   std::map<uint64_t, size_t> index;
   std::map<size_t, SlotResult> out;
   size_t next = 0;
@@ -129,6 +131,64 @@ TEST_CASE("continuous batching gives each request its own tokens, greedy and see
     CHECK(got[2].finish == SlotResult::Finish::stop);
     CHECK(got[0].finish == SlotResult::Finish::length);
     CHECK(got[4].tokens.empty());
+  }
+}
+
+// Speculation under load: n-gram proposals verified in the batched pass
+// beside the other requests' rows. On prompts that repeat themselves the
+// lookup proposes often; every request must still get exactly the tokens
+// plain decoding gives it alone, greedy and seeded, at every batch size.
+TEST_CASE("n-gram proposals verified under load keep each request's own tokens") {
+  TempDir dir;
+  const auto path = dir.path() / "m.gguf";
+  WriteOptions o;
+  o.quant = "q8_0";
+  o.seed = 5;
+  write_model(path, parse_shape("tiny"), o);
+  auto pool = runtime::ThreadPool::unpinned(2);
+  ModelOptions mo;
+  mo.kv_contexts = 16;
+  auto m = LlamaModel::load(path, pool, mo);
+  std::vector<Req> reqs;
+  for (int i = 0; i < 12; ++i) {
+    Req r;
+    // A phrase said three times, then its start again.
+    std::vector<int32_t> phrase;
+    for (int k = 0; k < 3 + i % 5; ++k) phrase.push_back((k * 13 + i * 29 + 7) % m->n_vocab());
+    for (int rep = 0; rep < 3; ++rep) r.prompt.insert(r.prompt.end(), phrase.begin(), phrase.end());
+    r.prompt.push_back(phrase[0]);
+    r.n_predict = 20 + (i * 7) % 30;
+    if (i % 4 == 3) {
+      r.sp.temperature = 0.7f;
+      r.sp.seed = 77 + uint64_t(i);
+    }
+    reqs.push_back(r);
+  }
+  reqs[5].stop_at = alone(*m, reqs[5]).at(6);
+  std::vector<std::vector<int32_t>> want;
+  for (const auto& r : reqs) want.push_back(alone(*m, r));
+  const speculative::LookupOptions lookup{4, 1};
+  for (int slots : {1, 2, 4, 12}) {
+    CAPTURE(slots);
+    auto got = together(*m, reqs, slots, 16, lookup);
+    int64_t drafted = 0, accepted = 0, passes = 0, generated = 0;
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      CAPTURE(i);
+      CHECK(got[i].tokens == want[i]);
+      drafted += got[i].stats.lookup_drafted;
+      accepted += got[i].stats.lookup_accepted;
+      passes += got[i].stats.target_passes;
+      generated += got[i].stats.generated;
+    }
+    CHECK(got[5].finish == SlotResult::Finish::stop);
+    // The lookup drafted, proposals were accepted, and fewer passes than
+    // tokens ran.
+    CHECK(drafted > 0);
+    CHECK(accepted > 0);
+    CHECK(accepted <= drafted);
+    CHECK(passes + accepted == generated);
+    MESSAGE("slots " << slots << ": drafted " << drafted << ", accepted " << accepted << ", passes "
+                     << passes << " for " << generated << " tokens");
   }
 }
 

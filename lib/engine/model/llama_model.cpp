@@ -320,6 +320,17 @@ void Sequence::truncate(int pos) {
   if (pos < 0) throw std::out_of_range(fmt::format("truncate({}): negative position", pos));
   pos_ = std::min(pos_, pos);
   kv_->truncate(pos_);
+  // A block kept in part no longer holds the tokens it was published
+  // under once the next token is written: unpublished now, while this
+  // sequence alone holds it, so that no request maps it meanwhile (that
+  // would make the write a copy, a block the reservation did not count).
+  const auto& table = kv_->table();
+  const size_t part = size_t(pos_) / KvPool::kBlockPositions;
+  if (pos_ % KvPool::kBlockPositions != 0 && part < table.size()) {
+    KvPool& pool = kv_->pool();
+    const int b = table[part];
+    if (pool.published(b) && pool.refs(b) == 1) pool.unpublish(b);
+  }
   if (tokens_.size() > size_t(pos_)) tokens_.resize(size_t(pos_));
   hashes_.resize(std::min(hashes_.size(), size_t(pos_) / KvPool::kBlockPositions));
 }

@@ -9,6 +9,7 @@
 #include "common/elapsed.hpp"
 #include "engine/model/kv_cache.hpp"
 #include "engine/model/kv_pool.hpp"
+#include "engine/speculative/ngram_lookup.hpp"
 
 namespace epyctune::engine::serving {
 
@@ -29,13 +30,17 @@ struct BatchDecoder::Slot {
   std::vector<int32_t> out;
   speculative::SpecStats stats;
   Clock::time_point start, gen_start;
+  // This step's n-gram proposals, and the rate its proposals are accepted.
+  std::vector<int32_t> drafts;
+  double accept = DraftPolicy::kPriorAccept;
   // As Generator: every prompt token but the last is prefill; the last one
   // is the first decode row, whose logits give the first new token.
   bool decoding() const { return fed + 1 >= req.prompt.size(); }
 };
 
-BatchDecoder::BatchDecoder(LlamaModel& model, int slots, int prefill_budget, double prefill_gap)
-    : model_(model), pacer_(prefill_budget, prefill_gap) {
+BatchDecoder::BatchDecoder(LlamaModel& model, int slots, int prefill_budget, double prefill_gap,
+                           speculative::LookupOptions lookup)
+    : model_(model), pacer_(prefill_budget, prefill_gap), lookup_(lookup) {
   if (slots < 1) throw std::invalid_argument("BatchDecoder: at least one slot");
   // The pool is the slots' now: the default sequence gives its blocks back.
   model_.truncate(0);
@@ -93,6 +98,8 @@ uint64_t BatchDecoder::add(SlotRequest r) {
   s.fed = size_t(reused);
   s.out.clear();
   s.stats = {};
+  s.drafts.clear();
+  s.accept = DraftPolicy::kPriorAccept;
   s.stats.prompt_tokens = static_cast<int64_t>(r.prompt.size());
   s.reused = reused;
   s.start = s.gen_start = Clock::now();
@@ -187,13 +194,18 @@ std::vector<SlotResult> BatchDecoder::step() {
     budget -= n;
   }
   if (rows.empty()) return done;
+  const int n_prompt = static_cast<int>(rows.size() - decoders.size());
+  // Proposals only in passes without prompt rows: the pacer's model of a
+  // pass is decode rows plus prompt rows.
+  const int n_drafts = n_prompt == 0 ? propose(decoders, rows) : 0;
 
   const size_t nv = size_t(model_.n_vocab());
-  std::vector<float> logits(decoders.size() * nv);
+  std::vector<float> logits((decoders.size() + size_t(n_drafts)) * nv);
   const auto t0 = Clock::now();
   model_.forward_rows(rows, logits.data());
-  pacer_.observed(n_decoding, static_cast<int>(rows.size() - decoders.size()),
-                  common::seconds_since(t0));
+  const double pass_s = common::seconds_since(t0);
+  if (n_drafts == 0) pacer_.observed(n_decoding, n_prompt, pass_s);
+  if (lookup_.enabled()) drafting_.observed(static_cast<int>(rows.size()), pass_s);
   for (auto [s, n] : prefills) {
     s->fed += n;
     if (s->decoding()) {
@@ -201,21 +213,84 @@ std::vector<SlotResult> BatchDecoder::step() {
       s->gen_start = Clock::now();
     }
   }
-  for (size_t i = 0; i < decoders.size(); ++i) {
-    Slot& s = *decoders[i];
-    std::span<const float> row(logits.data() + i * nv, nv);
-    const int32_t tok = s.sampler->sample(row, static_cast<int64_t>(s.hist.size()));
-    s.hist.push_back(tok);
-    s.out.push_back(tok);
-    ++s.stats.generated;
+  // Each decoder's logits rows: its last token's, then one per proposal.
+  size_t at = 0;
+  for (Slot* sp : decoders) {
+    Slot& s = *sp;
     ++s.stats.target_passes;
-    const bool keep = s.req.on_token ? s.req.on_token(tok) : true;
-    if (!keep || (s.req.is_stop && s.req.is_stop(tok)))
-      done.push_back(finish(s, SlotResult::Finish::stop));
-    else if (s.stats.generated >= s.req.n_predict)
-      done.push_back(finish(s, SlotResult::Finish::length));
+    const int p = s.seq->pos() - 1 - static_cast<int>(s.drafts.size());  // its last token's
+    size_t j = 0;                                                        // proposals accepted
+    std::optional<SlotResult::Finish> end;
+    for (;;) {
+      std::span<const float> row(logits.data() + (at + j) * nv, nv);
+      const int32_t tok = s.sampler->sample(row, static_cast<int64_t>(s.hist.size()));
+      s.hist.push_back(tok);
+      s.out.push_back(tok);
+      ++s.stats.generated;
+      const bool keep = s.req.on_token ? s.req.on_token(tok) : true;
+      if (!keep || (s.req.is_stop && s.req.is_stop(tok)))
+        end = SlotResult::Finish::stop;
+      else if (s.stats.generated >= s.req.n_predict)
+        end = SlotResult::Finish::length;
+      // The proposal's row saw exactly this context: its logits give the
+      // next token as a pass of its own would.
+      if (end || j == s.drafts.size() || tok != s.drafts[j]) break;
+      ++j;
+    }
+    at += 1 + s.drafts.size();
+    if (!s.drafts.empty()) {
+      const int verified = static_cast<int>(std::min(j + 1, s.drafts.size()));
+      s.accept = DraftPolicy::updated(s.accept, verified, static_cast<int>(j));
+      s.stats.drafted += static_cast<int64_t>(s.drafts.size());
+      s.stats.lookup_drafted += static_cast<int64_t>(s.drafts.size());
+      s.stats.accepted += static_cast<int64_t>(j);
+      s.stats.lookup_accepted += static_cast<int64_t>(j);
+      s.drafts.clear();
+    }
+    if (end) {
+      done.push_back(finish(s, *end));
+      continue;
+    }
+    // The cache keeps the last token and the accepted proposals.
+    s.seq->truncate(p + 1 + static_cast<int>(j));
   }
   return done;
+}
+
+int BatchDecoder::propose(const std::vector<Slot*>& decoders, std::vector<SeqRow>& rows) {
+  if (!lookup_.enabled()) return 0;
+  const int n_decoding = static_cast<int>(decoders.size());
+  // Decode rows first, each decoder's proposals right after its own row:
+  // a sequence's rows are consecutive and in position order.
+  std::vector<SeqRow> out;
+  int n = 0;
+  for (size_t i = 0; i < decoders.size(); ++i) {
+    Slot& s = *decoders[i];
+    out.push_back(rows[i]);
+    // Room: the proposals and the token after them within n_predict, the
+    // positions reserved for the request and the context.
+    const int pos = s.seq->pos();  // the last token's, in this pass
+    const int64_t room = std::min<int64_t>({int64_t(s.req.n_predict) - s.stats.generated - 1,
+                                            positions(s.req) - 1 - pos,
+                                            int64_t(model_.n_ctx()) - 1 - pos, kMaxDrafts});
+    std::vector<int32_t> ctx = s.hist;
+    while (int64_t(s.drafts.size()) < room) {
+      const auto next = speculative::ngram_lookup(ctx, lookup_);
+      if (!next) break;
+      s.drafts.push_back(*next);
+      ctx.push_back(*next);
+    }
+    const int worth = drafting_.rows_worth(static_cast<int>(s.drafts.size()), s.accept, n_decoding);
+    // A request whose proposals stopped paying drifts back toward the
+    // prior, so that a later stretch of repeated text is tried again.
+    if (worth == 0 && !s.drafts.empty()) s.accept = DraftPolicy::declined(s.accept);
+    s.drafts.resize(size_t(worth));
+    for (int32_t d : s.drafts) out.push_back({s.seq.get(), d, true});
+    n += static_cast<int>(s.drafts.size());
+  }
+  out.insert(out.end(), rows.begin() + n_decoding, rows.end());
+  rows = std::move(out);
+  return n;
 }
 
 }  // namespace epyctune::engine::serving

@@ -29,7 +29,9 @@
 
 #include "engine/model/llama_model.hpp"
 #include "engine/sampling/sampler.hpp"
+#include "engine/serving/draft_policy.hpp"
 #include "engine/serving/prefill_pacer.hpp"
+#include "engine/speculative/ngram_lookup.hpp"
 #include "engine/speculative/speculative.hpp"
 
 namespace epyctune::engine::serving {
@@ -85,8 +87,11 @@ class BatchDecoder {
   // long prompt is spread over steps instead of stalling the others; while
   // others decode, PrefillPacer takes fewer, so that their steps take at
   // most about prefill_gap times a step without prompt rows (0: no pacing).
+  // lookup: n-gram proposals for the decoding requests, verified in the
+  // same pass as their next token where DraftPolicy finds they pay (never
+  // beside prompt rows); every token is still the one plain decoding gives.
   BatchDecoder(LlamaModel& model, int slots, int prefill_budget = 256,
-               double prefill_gap = kDefaultPrefillGap);
+               double prefill_gap = kDefaultPrefillGap, speculative::LookupOptions lookup = {});
   ~BatchDecoder();
   BatchDecoder(const BatchDecoder&) = delete;
   BatchDecoder& operator=(const BatchDecoder&) = delete;
@@ -111,13 +116,21 @@ class BatchDecoder {
   // Ends every active request as cancelled and frees its slot.
   std::vector<SlotResult> fail_all();
   std::vector<SlotState> states() const;
+  // Replaces the cost model that decides which proposals are verified.
+  void set_draft_policy(const DraftPolicy& p) { drafting_ = p; }
   KvGauges kv() const;
 
  private:
   struct Slot;
   SlotResult finish(Slot& s, SlotResult::Finish f);
+  // Adds the decoders' proposals worth verifying to rows (decode rows
+  // first, then prompt rows); returns how many.
+  int propose(const std::vector<Slot*>& decoders, std::vector<SeqRow>& rows);
+  static constexpr int64_t kMaxDrafts = 8;
   LlamaModel& model_;
   PrefillPacer pacer_;
+  speculative::LookupOptions lookup_;
+  DraftPolicy drafting_;
   uint64_t next_id_ = 1;
   std::vector<std::unique_ptr<Slot>> slots_;
 };
