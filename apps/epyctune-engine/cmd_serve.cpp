@@ -121,10 +121,10 @@ int choose_parallel(const ServeArgs& a, sv::Engine& engine) {
             " by default (as llama-server), no more full contexts than half the free "
             "memory holds";
     }
-  } else if (parallel > 1 && engine.speculative()) {
+  } else if (parallel > 1 && engine.draft() != nullptr) {
     std::fprintf(stderr,
                  "epyctune-engine serve: --parallel %d batches every pass across requests; "
-                 "speculative decoding is off\n",
+                 "the draft model is not used (n-gram lookup is, where it pays)\n",
                  parallel);
   }
   std::fprintf(stderr,

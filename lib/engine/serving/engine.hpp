@@ -114,6 +114,13 @@ class Engine {
   // A draft model or lookup drafts, and draft_max > 0.
   bool speculative() const;
   int draft_max() const { return speculative() ? cfg_.draft_max : 0; }
+  // The n-gram lookup a batched server verifies beside its decode rows
+  // (off without --lookup or with draft_max 0; a draft model is not used
+  // there).
+  speculative::LookupOptions batched_lookup() const {
+    if (cfg_.lookup <= 0 || cfg_.draft_max <= 0) return {};
+    return {cfg_.lookup, cfg_.lookup_min};
+  }
   placement::LaunchSetup* launch() const { return launch_.get(); }
   const Tokenizer& tokenizer() const { return *tok_; }
   LlamaModel& target() const { return *target_; }

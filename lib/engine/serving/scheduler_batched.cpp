@@ -19,7 +19,8 @@ constexpr int kPrefillBudget = 64;
 }  // namespace
 
 void Scheduler::batched_loop() {
-  BatchDecoder dec(engine_.target(), parallel_, kPrefillBudget, prefill_gap_);
+  BatchDecoder dec(engine_.target(), parallel_, kPrefillBudget, prefill_gap_,
+                   engine_.batched_lookup());
   auto publish = [&] {
     auto st = dec.states();
     const KvGauges kv = dec.kv();
