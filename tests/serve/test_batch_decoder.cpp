@@ -192,6 +192,47 @@ TEST_CASE("n-gram proposals verified under load keep each request's own tokens")
   }
 }
 
+// A prompt that arrives while a request decodes with proposals is read
+// beside it, at the pacer's chunks: the pacer's timing passes (no prompt
+// rows) carry no proposals, or it would wait for one forever.
+TEST_CASE("a prompt arriving beside a request that drafts is read while it decodes") {
+  TempDir dir;
+  const auto path = dir.path() / "m.gguf";
+  WriteOptions o;
+  o.quant = "q8_0";
+  o.seed = 5;
+  auto shape = parse_shape("tiny");
+  shape.ctx = 1024;
+  write_model(path, shape, o);
+  auto pool = runtime::ThreadPool::unpinned(1);
+  ModelOptions mo;
+  mo.kv_contexts = 3;
+  auto m = LlamaModel::load(path, pool, mo);
+  BatchDecoder d(*m, 2, 64, kDefaultPrefillGap, speculative::LookupOptions{4, 1});
+  d.set_draft_policy(DraftPolicy::fixed(0));
+  // Every token of the vocabulary in its prompt: a's lookup always has a
+  // proposal, so every pass without prompt rows would carry some.
+  SlotRequest a;
+  for (int32_t t = 0; t < m->n_vocab(); ++t) a.prompt.push_back(t);
+  a.n_predict = 400;
+  d.add(a);
+  for (int i = 0; i < 12; ++i) d.step();  // a's prompt, then it decodes and drafts
+  REQUIRE(d.states()[0].generated > 0);
+  // Longer than 8 passes of the pacer's first chunk: a timing pass comes.
+  SlotRequest b;
+  for (int k = 0; k < 100; ++k) b.prompt.push_back((k * 7 + 1) % m->n_vocab());
+  b.n_predict = 4;
+  d.add(b);
+  bool read = false;
+  for (int i = 0; i < 60 && !read; ++i) {
+    REQUIRE(d.step().empty());  // a is still decoding
+    const auto st = d.states();
+    read = st[1].prompt_done == st[1].prompt_tokens;
+    CHECK(st[0].busy);
+  }
+  CHECK(read);
+}
+
 TEST_CASE("continuous batching: cancels, stops from the sink, and the context bound") {
   TempDir dir;
   const auto path = dir.path() / "m.gguf";

@@ -195,9 +195,11 @@ std::vector<SlotResult> BatchDecoder::step() {
   }
   if (rows.empty()) return done;
   const int n_prompt = static_cast<int>(rows.size() - decoders.size());
-  // Proposals only in passes without prompt rows: the pacer's model of a
-  // pass is decode rows plus prompt rows.
-  const int n_drafts = n_prompt == 0 ? propose(decoders, rows) : 0;
+  // Proposals only while no prompt waits: the pacer models a pass as decode
+  // rows plus prompt rows, and the passes it asks for without prompt rows
+  // time the decode rows alone (with proposals in them it would never get
+  // that timing, and would hold the prompt back for good).
+  const int n_drafts = waiting.empty() ? propose(decoders, rows) : 0;
 
   const size_t nv = size_t(model_.n_vocab());
   std::vector<float> logits((decoders.size() + size_t(n_drafts)) * nv);

@@ -88,8 +88,9 @@ class BatchDecoder {
   // others decode, PrefillPacer takes fewer, so that their steps take at
   // most about prefill_gap times a step without prompt rows (0: no pacing).
   // lookup: n-gram proposals for the decoding requests, verified in the
-  // same pass as their next token where DraftPolicy finds they pay (never
-  // beside prompt rows); every token is still the one plain decoding gives.
+  // same pass as their next token where DraftPolicy finds they pay (not
+  // while a prompt is being read); every token is still the one plain
+  // decoding gives.
   BatchDecoder(LlamaModel& model, int slots, int prefill_budget = 256,
                double prefill_gap = kDefaultPrefillGap, speculative::LookupOptions lookup = {});
   ~BatchDecoder();
