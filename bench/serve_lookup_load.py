@@ -9,21 +9,24 @@ was the same with and without lookup (it must be: verification is lossless).
     bench/serve_lookup_load.py ENGINE MODEL [--parallel 4] [--clients 1,4]
         [--lookup 4] [--tokens 128] [--repeat 3] [-t 2] [--json OUT]
 """
-import argparse, http.client, json, re, statistics, subprocess, sys, threading, time
+import argparse, contextlib, http.client, json, re, statistics, subprocess, sys, threading, time
 import urllib.parse
 
 
-def start(a, lookup):
+@contextlib.contextmanager
+def serving(a, lookup):
+    """A fresh `serve` for one round; yields its URL."""
     args = [a.engine, "serve", "-m", a.model, "-t", str(a.threads), "--port", "0",
-            "--parallel", str(a.parallel), "-c", "2048"]
-    if lookup:
-        args += ["--lookup", str(lookup)]
+            "--parallel", str(a.parallel), "-c", "2048"] + (["--lookup", str(lookup)] if lookup else [])
     srv = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    m = re.match(r"listening on (http://\S+)", srv.stdout.readline())
-    if not m:
+    try:
+        m = re.match(r"listening on (http://\S+)", srv.stdout.readline())
+        if not m:
+            sys.exit("serve did not start")
+        yield urllib.parse.urlparse(m.group(1))
+    finally:
         srv.kill()
-        sys.exit("serve did not start")
-    return srv, urllib.parse.urlparse(m.group(1))
+        srv.wait()
 
 
 def ask(url, prompt, n, out, i):
@@ -45,8 +48,7 @@ def prompts(n):
 
 
 def round_(a, lookup, clients):
-    srv, url = start(a, lookup)
-    try:
+    with serving(a, lookup) as url:
         ps = prompts(clients)
         out = [None] * clients
         ts = [threading.Thread(target=ask, args=(url, ps[i], a.tokens, out, i)) for i in range(clients)]
@@ -56,12 +58,9 @@ def round_(a, lookup, clients):
         for t in ts:
             t.join()
         wall = time.monotonic() - t0
-        toks = sum(o[1] for o in out)
-        return {"tok_s": toks / wall, "tpot_ms": 1e3 * statistics.median(o[2] / o[1] for o in out),
-                "texts": [o[0] for o in out]}
-    finally:
-        srv.terminate()
-        srv.wait()
+    toks = sum(o[1] for o in out)
+    return {"tok_s": toks / wall, "tpot_ms": 1e3 * statistics.median(o[2] / o[1] for o in out),
+            "texts": [o[0] for o in out]}
 
 
 def main():

@@ -206,6 +206,42 @@ TEST_CASE("softmax keeps the reference's bits with ties, zeros of both signs, -i
   set_isa(saved);
 }
 
+// nq queries (seeds from `seed`) against n_pos positions of f32 keys and
+// values, prefixes from n0 by 2 and near n_pos (ending on and between
+// whole vectors); attend(q, ns, nq, scratch, out) must give each
+// attend_ref's bits on every ISA.
+template <class Attend>
+void check_attend_queries(const std::vector<float>& keys, const std::vector<float>& vals, int hd,
+                          int n_pos, int nq, uint32_t seed, int n0, Attend attend) {
+  std::vector<std::vector<float>> qs, want;
+  std::vector<int64_t> ns;
+  for (int i = 0; i < nq; ++i) {
+    qs.push_back(randv(hd, seed + 7 * i + hd));
+    for (auto& v : qs.back()) v *= 3.0f;  // sharper softmax: the sum's order shows
+    ns.push_back(i % 3 == 2 ? n_pos - 5 + i / 3 : std::min(n_pos, n0 + 2 * i));
+    want.emplace_back(hd);
+    std::vector<float> scratch(size_t(ns.back()));
+    detail::attend_ref(qs.back().data(), keys.data(), vals.data(), ns.back(), hd, 0.125f,
+                       scratch.data(), want.back().data());
+  }
+  std::vector<const float*> qp;
+  for (auto& q : qs) qp.push_back(q.data());
+  for (int i = 0; i <= static_cast<int>(best_isa()); ++i) {
+    const Isa isa = static_cast<Isa>(i);
+    CAPTURE(std::string(isa_name(isa)));
+    set_isa(isa);
+    std::vector<std::vector<float>> got(size_t(nq), std::vector<float>(size_t(hd), 7.0f));
+    std::vector<float*> op;
+    for (auto& o : got) op.push_back(o.data());
+    std::vector<float> scratch(size_t(kAttendTile) * n_pos, -1.0f);
+    attend(qp.data(), ns.data(), nq, scratch.data(), op.data());
+    for (int q = 0; q < nq; ++q) {
+      CAPTURE(q);
+      CHECK(same_bits(got[size_t(q)], want[size_t(q)]));
+    }
+  }
+}
+
 // The shared-KV attention tiles kAttendTile queries over one pass of the
 // keys and values, and must give each query the reference's one-head bits:
 // head dims that tile (64, 128) and one that does not (80), tile counts
@@ -220,34 +256,11 @@ TEST_CASE("attend_shared gives every query attend's bits, on every ISA") {
     for (int nq : {1, 2, 3, 4, 5, 7, 9}) {
       CAPTURE(hd);
       CAPTURE(nq);
-      std::vector<std::vector<float>> qs, want;
-      std::vector<int64_t> ns;
-      for (int i = 0; i < nq; ++i) {
-        qs.push_back(randv(hd, 100 + 7 * i + hd));
-        for (auto& v : qs.back()) v *= 3.0f;  // sharper softmax: the sum's order shows
-        ns.push_back(i % 3 == 2 ? n_pos - 5 + i / 3 : std::min(n_pos, 16 + 2 * i));
-        want.emplace_back(hd);
-        std::vector<float> scratch(size_t(ns.back()));
-        detail::attend_ref(qs.back().data(), keys.data(), vals.data(), ns.back(), hd, 0.125f,
-                           scratch.data(), want.back().data());
-      }
-      std::vector<const float*> qp;
-      for (auto& q : qs) qp.push_back(q.data());
-      for (int i = 0; i <= static_cast<int>(best_isa()); ++i) {
-        const Isa isa = static_cast<Isa>(i);
-        CAPTURE(std::string(isa_name(isa)));
-        set_isa(isa);
-        std::vector<std::vector<float>> got(size_t(nq), std::vector<float>(size_t(hd), 7.0f));
-        std::vector<float*> op;
-        for (auto& o : got) op.push_back(o.data());
-        std::vector<float> scratch(size_t(kAttendTile) * n_pos, -1.0f);
-        attend_shared(qp.data(), ns.data(), nq, keys.data(), vals.data(), hd, 0.125f,
-                      scratch.data(), op.data());
-        for (int q = 0; q < nq; ++q) {
-          CAPTURE(q);
-          CHECK(same_bits(got[size_t(q)], want[size_t(q)]));
-        }
-      }
+      check_attend_queries(
+          keys, vals, hd, n_pos, nq, 100, 16,
+          [&](const float* const* q, const int64_t* ns, int n, float* scratch, float* const* out) {
+            attend_shared(q, ns, n, keys.data(), vals.data(), hd, 0.125f, scratch, out);
+          });
     }
   }
   set_isa(saved);
@@ -285,34 +298,11 @@ TEST_CASE("attend_pages reads f16 pages in place with attend's bits, on every IS
     for (int nq : {1, 2, 3, 4, 5, 9}) {
       CAPTURE(hd);
       CAPTURE(nq);
-      std::vector<std::vector<float>> qs, want;
-      std::vector<int64_t> ns;
-      for (int i = 0; i < nq; ++i) {
-        qs.push_back(randv(hd, 200 + 7 * i + hd));
-        for (auto& v : qs.back()) v *= 3.0f;
-        ns.push_back(i % 3 == 2 ? n_pos - 5 + i / 3 : std::min(n_pos, 15 + 2 * i));
-        want.emplace_back(hd);
-        std::vector<float> scratch(size_t(ns.back()));
-        detail::attend_ref(qs.back().data(), keys.data(), vals.data(), ns.back(), hd, 0.125f,
-                           scratch.data(), want.back().data());
-      }
-      std::vector<const float*> qp;
-      for (auto& q : qs) qp.push_back(q.data());
-      for (int i = 0; i <= static_cast<int>(best_isa()); ++i) {
-        const Isa isa = static_cast<Isa>(i);
-        CAPTURE(std::string(isa_name(isa)));
-        set_isa(isa);
-        std::vector<std::vector<float>> got(size_t(nq), std::vector<float>(size_t(hd), 7.0f));
-        std::vector<float*> op;
-        for (auto& o : got) op.push_back(o.data());
-        std::vector<float> scratch(size_t(kAttendTile) * n_pos, -1.0f);
-        attend_pages(qp.data(), ns.data(), nq, kp.data(), vp.data(), hd, 0.125f, scratch.data(),
-                     op.data());
-        for (int q = 0; q < nq; ++q) {
-          CAPTURE(q);
-          CHECK(same_bits(got[size_t(q)], want[size_t(q)]));
-        }
-      }
+      check_attend_queries(
+          keys, vals, hd, n_pos, nq, 200, 15,
+          [&](const float* const* q, const int64_t* ns, int n, float* scratch, float* const* out) {
+            attend_pages(q, ns, n, kp.data(), vp.data(), hd, 0.125f, scratch, out);
+          });
     }
   }
   CHECK_FALSE(attend_pages_supported(80));

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 
 #include "engine/model/kv_pool.hpp"
 #include "engine/runtime/thread_pool.hpp"
@@ -93,19 +94,32 @@ std::map<size_t, SlotResult> together(LlamaModel& m, const std::vector<Req>& req
   return out;
 }
 
+// A generated tiny q8_0 model in a temporary directory, on a pool of its
+// own with a KV pool of `contexts` contexts (ctx > 0: the model's context).
+struct TinyModel {
+  TempDir dir;
+  runtime::ThreadPool pool;
+  std::unique_ptr<LlamaModel> m;
+  TinyModel(uint64_t seed, int threads, int contexts, int ctx = 0)
+      : pool(runtime::ThreadPool::unpinned(threads)) {
+    const auto path = dir.path() / "m.gguf";
+    WriteOptions o;
+    o.quant = "q8_0";
+    o.seed = seed;
+    auto shape = parse_shape("tiny");
+    if (ctx > 0) shape.ctx = ctx;
+    write_model(path, shape, o);
+    ModelOptions mo;
+    mo.kv_contexts = contexts;
+    m = LlamaModel::load(path, pool, mo);
+  }
+};
+
 }  // namespace
 
 TEST_CASE("continuous batching gives each request its own tokens, greedy and seeded") {
-  TempDir dir;
-  const auto path = dir.path() / "m.gguf";
-  WriteOptions o;
-  o.quant = "q8_0";
-  o.seed = 3;
-  write_model(path, parse_shape("tiny"), o);
-  auto pool = runtime::ThreadPool::unpinned(2);
-  ModelOptions mo;
-  mo.kv_contexts = 16;
-  auto m = LlamaModel::load(path, pool, mo);
+  TinyModel tiny(3, 2, 16);
+  auto& m = tiny.m;
   auto reqs = requests(m->n_vocab());
   // One request stops at an end-of-generation token it meets on the way.
   reqs[2].stop_at = alone(*m, reqs[2]).at(1);
@@ -139,16 +153,8 @@ TEST_CASE("continuous batching gives each request its own tokens, greedy and see
 // lookup proposes often; every request must still get exactly the tokens
 // plain decoding gives it alone, greedy and seeded, at every batch size.
 TEST_CASE("n-gram proposals verified under load keep each request's own tokens") {
-  TempDir dir;
-  const auto path = dir.path() / "m.gguf";
-  WriteOptions o;
-  o.quant = "q8_0";
-  o.seed = 5;
-  write_model(path, parse_shape("tiny"), o);
-  auto pool = runtime::ThreadPool::unpinned(2);
-  ModelOptions mo;
-  mo.kv_contexts = 16;
-  auto m = LlamaModel::load(path, pool, mo);
+  TinyModel tiny(5, 2, 16);
+  auto& m = tiny.m;
   std::vector<Req> reqs;
   for (int i = 0; i < 12; ++i) {
     Req r;
@@ -196,18 +202,8 @@ TEST_CASE("n-gram proposals verified under load keep each request's own tokens")
 // beside it, at the pacer's chunks: the pacer's timing passes (no prompt
 // rows) carry no proposals, or it would wait for one forever.
 TEST_CASE("a prompt arriving beside a request that drafts is read while it decodes") {
-  TempDir dir;
-  const auto path = dir.path() / "m.gguf";
-  WriteOptions o;
-  o.quant = "q8_0";
-  o.seed = 5;
-  auto shape = parse_shape("tiny");
-  shape.ctx = 1024;
-  write_model(path, shape, o);
-  auto pool = runtime::ThreadPool::unpinned(1);
-  ModelOptions mo;
-  mo.kv_contexts = 3;
-  auto m = LlamaModel::load(path, pool, mo);
+  TinyModel tiny(5, 1, 3, 1024);
+  auto& m = tiny.m;
   BatchDecoder d(*m, 2, 64, kDefaultPrefillGap, speculative::LookupOptions{4, 1});
   d.set_draft_policy(DraftPolicy::fixed(0));
   // Every token of the vocabulary in its prompt: a's lookup always has a
