@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Speculation under load: `serve --parallel P` with and without n-gram
 lookup (--lookup N), C concurrent clients on prompts that repeat
-themselves, in interleaved repeats. Prints each setting's aggregate tok/s
+themselves (--text plain: ones that do not, where lookup must not cost
+speed), in interleaved repeats. Prints each setting's aggregate tok/s
 (completion tokens of all clients over the wall time of the round), the
 median per-request time per output token, and whether every request's text
 was the same with and without lookup (it must be: verification is lossless).
 
     bench/serve_lookup_load.py ENGINE MODEL [--parallel 4] [--clients 1,4]
-        [--lookup 4] [--tokens 128] [--repeat 3] [-t 2] [--json OUT]
+        [--lookup 4] [--tokens 128] [--text repeat|plain] [--repeat 3] [-t 2]
+        [--json OUT]
 """
 import argparse, contextlib, http.client, json, re, statistics, subprocess, sys, threading, time
 import urllib.parse
@@ -39,7 +41,12 @@ def ask(url, prompt, n, out, i):
     out[i] = (r["choices"][0]["text"], r["usage"]["completion_tokens"], time.monotonic() - t0)
 
 
-def prompts(n):
+def prompts(n, text):
+    if text == "plain":  # no phrase said twice
+        words = ("a quiet harbor town wakes before dawn as fishing boats slip out past the "
+                 "lighthouse while bakers light ovens and gulls circle over wet cobblestones").split()
+        return [" ".join(words[(i * 5 + k) % len(words)] for k in range(24)) + f" ({i})"
+                for i in range(n)]
     base = ["the river runs past the mill and the mill turns the stone",
             "one two three four five six seven eight nine ten",
             "def add(a, b): return a + b  # add two numbers",
@@ -49,7 +56,7 @@ def prompts(n):
 
 def round_(a, lookup, clients):
     with serving(a, lookup) as url:
-        ps = prompts(clients)
+        ps = prompts(clients, a.text)
         out = [None] * clients
         ts = [threading.Thread(target=ask, args=(url, ps[i], a.tokens, out, i)) for i in range(clients)]
         t0 = time.monotonic()
@@ -71,6 +78,8 @@ def main():
     ap.add_argument("--clients", default="1,4")
     ap.add_argument("--lookup", type=int, default=4)
     ap.add_argument("--tokens", type=int, default=128)
+    ap.add_argument("--text", choices=["repeat", "plain"], default="repeat",
+                    help="prompts that repeat a phrase four times, or ones that do not")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("-t", "--threads", type=int, default=2)
     ap.add_argument("--json", dest="json_out")
@@ -89,12 +98,13 @@ def main():
                "lookup_tpot_ms": statistics.median(r["tpot_ms"] for r in runs[a.lookup]),
                "same_text": same}
         rows.append(row)
-        print(f"{c} clients, --parallel {a.parallel}: plain {plain:.1f} tok/s, --lookup {a.lookup} "
+        print(f"{c} clients, {a.text} prompts, --parallel {a.parallel}: plain {plain:.1f} tok/s, --lookup {a.lookup} "
               f"{look:.1f} tok/s ({look / plain:.2f}x); time per token {row['plain_tpot_ms']:.1f} "
               f"/ {row['lookup_tpot_ms']:.1f} ms; same text: {same}; medians of {a.repeat}")
     if a.json_out:
         with open(a.json_out, "w") as f:
             json.dump({"parallel": a.parallel, "threads": a.threads, "tokens": a.tokens,
+                       "text": a.text,
                        "rows": rows}, f, indent=1)
     if not all(r["same_text"] for r in rows):
         sys.exit("lookup changed a reply")
