@@ -9,7 +9,7 @@
 #include "common/elapsed.hpp"
 #include "engine/model/kv_cache.hpp"
 #include "engine/model/kv_pool.hpp"
-#include "engine/speculative/ngram_lookup.hpp"
+#include "engine/speculative/suffix_index.hpp"
 
 namespace epyctune::engine::serving {
 
@@ -30,7 +30,9 @@ struct BatchDecoder::Slot {
   std::vector<int32_t> out;
   speculative::SpecStats stats;
   Clock::time_point start, gen_start;
-  // This step's n-gram proposals, and the rate its proposals are accepted.
+  // The n-gram index over hist (with lookup on), this step's proposals,
+  // and the rate its proposals are accepted.
+  std::optional<speculative::SuffixIndex> index;
   std::vector<int32_t> drafts;
   double accept = DraftPolicy::kPriorAccept;
   // As Generator: every prompt token but the last is prefill; the last one
@@ -98,6 +100,8 @@ uint64_t BatchDecoder::add(SlotRequest r) {
   s.fed = size_t(reused);
   s.out.clear();
   s.stats = {};
+  s.index.reset();
+  if (lookup_.enabled()) s.index.emplace(lookup_);
   s.drafts.clear();
   s.accept = DraftPolicy::kPriorAccept;
   s.stats.prompt_tokens = static_cast<int64_t>(r.prompt.size());
@@ -275,13 +279,9 @@ int BatchDecoder::propose(const std::vector<Slot*>& decoders, std::vector<SeqRow
     const int64_t room = std::min<int64_t>({int64_t(s.req.n_predict) - s.stats.generated - 1,
                                             positions(s.req) - 1 - pos,
                                             int64_t(model_.n_ctx()) - 1 - pos, kMaxDrafts});
-    std::vector<int32_t> ctx = s.hist;
-    while (int64_t(s.drafts.size()) < room) {
-      const auto next = speculative::ngram_lookup(ctx, lookup_);
-      if (!next) break;
-      s.drafts.push_back(*next);
-      ctx.push_back(*next);
-    }
+    // The index follows hist by appending what the last pass added.
+    s.index->sync(s.hist);
+    s.drafts = s.index->continuation(static_cast<int>(std::max<int64_t>(0, room)));
     const int worth = drafting_.rows_worth(static_cast<int>(s.drafts.size()), s.accept, n_decoding);
     // A request whose proposals stopped paying drifts back toward the
     // prior, so that a later stretch of repeated text is tried again.

@@ -31,7 +31,7 @@
 #include "engine/sampling/sampler.hpp"
 #include "engine/serving/draft_policy.hpp"
 #include "engine/serving/prefill_pacer.hpp"
-#include "engine/speculative/ngram_lookup.hpp"
+#include "engine/speculative/ngram_lookup.hpp"  // LookupOptions
 #include "engine/speculative/speculative.hpp"
 
 namespace epyctune::engine::serving {
