@@ -1,25 +1,26 @@
 #!/usr/bin/env python3
-"""Speculation under load: `serve --parallel P` with and without n-gram
-lookup (--lookup N), C concurrent clients on prompts that repeat
-themselves (--text plain: ones that do not, where lookup must not cost
-speed), in interleaved repeats. Prints each setting's aggregate tok/s
-(completion tokens of all clients over the wall time of the round), the
-median per-request time per output token, and whether every request's text
-was the same with and without lookup (it must be: verification is lossless).
+"""Speculation under load: `serve --parallel P` with and without
+speculation (n-gram lookup --lookup N, a draft model --draft FILE, or
+both), C concurrent clients on prompts that repeat themselves (--text
+plain: ones that do not, where lookup must not cost speed), in interleaved
+repeats. Prints each setting's aggregate tok/s (completion tokens of all
+clients over the wall time of the round), the median per-request time per
+output token, and whether every request's text was the same with and
+without speculation (it must be: verification is lossless).
 
     bench/serve_lookup_load.py ENGINE MODEL [--parallel 4] [--clients 1,4]
-        [--lookup 4] [--tokens 128] [--text repeat|plain] [--repeat 3] [-t 2]
-        [--json OUT]
+        [--lookup 4] [--draft FILE] [--tokens 128] [--text repeat|plain]
+        [--repeat 3] [-t 2] [--json OUT]
 """
 import argparse, contextlib, http.client, json, re, statistics, subprocess, sys, threading, time
 import urllib.parse
 
 
 @contextlib.contextmanager
-def serving(a, lookup):
-    """A fresh `serve` for one round; yields its URL."""
+def serving(a, spec):
+    """A fresh `serve` for one round (spec: with speculation); yields its URL."""
     args = [a.engine, "serve", "-m", a.model, "-t", str(a.threads), "--port", "0",
-            "--parallel", str(a.parallel), "-c", "2048"] + (["--lookup", str(lookup)] if lookup else [])
+            "--parallel", str(a.parallel), "-c", "2048"] + (spec_args(a) if spec else [])
     srv = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         m = re.match(r"listening on (http://\S+)", srv.stdout.readline())
@@ -29,6 +30,10 @@ def serving(a, lookup):
     finally:
         srv.kill()
         srv.wait()
+
+
+def spec_args(a):
+    return (["--lookup", str(a.lookup)] if a.lookup else []) + (["-md", a.draft] if a.draft else [])
 
 
 def ask(url, prompt, n, out, i):
@@ -54,8 +59,8 @@ def prompts(n, text):
     return [" ".join([base[i % len(base)]] * 4) + f" (copy {i})" for i in range(n)]
 
 
-def round_(a, lookup, clients):
-    with serving(a, lookup) as url:
+def round_(a, spec, clients):
+    with serving(a, spec) as url:
         ps = prompts(clients, a.text)
         out = [None] * clients
         ts = [threading.Thread(target=ask, args=(url, ps[i], a.tokens, out, i)) for i in range(clients)]
@@ -76,7 +81,8 @@ def main():
     ap.add_argument("model")
     ap.add_argument("--parallel", type=int, default=4)
     ap.add_argument("--clients", default="1,4")
-    ap.add_argument("--lookup", type=int, default=4)
+    ap.add_argument("--lookup", type=int, default=4, help="0: off (with --draft)")
+    ap.add_argument("--draft", help="a draft model for the target")
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--text", choices=["repeat", "plain"], default="repeat",
                     help="prompts that repeat a phrase four times, or ones that do not")
@@ -84,30 +90,32 @@ def main():
     ap.add_argument("-t", "--threads", type=int, default=2)
     ap.add_argument("--json", dest="json_out")
     a = ap.parse_args()
+    spec = " ".join(spec_args(a))
+    if not spec:
+        sys.exit("nothing to compare: give --lookup N or --draft FILE")
     rows = []
     for c in [int(x) for x in a.clients.split(",")]:
-        runs = {0: [], a.lookup: []}
+        runs = {False: [], True: []}
         for _ in range(a.repeat):
-            for lk in runs:
-                runs[lk].append(round_(a, lk, c))
-        same = all(r["texts"] == runs[0][0]["texts"] for lk in runs for r in runs[lk])
-        plain = statistics.median(r["tok_s"] for r in runs[0])
-        look = statistics.median(r["tok_s"] for r in runs[a.lookup])
-        row = {"clients": c, "plain_tok_s": plain, "lookup_tok_s": look, "ratio": look / plain,
-               "plain_tpot_ms": statistics.median(r["tpot_ms"] for r in runs[0]),
-               "lookup_tpot_ms": statistics.median(r["tpot_ms"] for r in runs[a.lookup]),
-               "same_text": same}
+            for sp in runs:
+                runs[sp].append(round_(a, sp, c))
+        same = all(r["texts"] == runs[False][0]["texts"] for sp in runs for r in runs[sp])
+        med = {sp: statistics.median(r["tok_s"] for r in runs[sp]) for sp in runs}
+        tpot = {sp: statistics.median(r["tpot_ms"] for r in runs[sp]) for sp in runs}
+        row = {"clients": c, "plain_tok_s": med[False], "spec_tok_s": med[True],
+               "ratio": med[True] / med[False], "plain_tpot_ms": tpot[False],
+               "spec_tpot_ms": tpot[True], "same_text": same}
         rows.append(row)
-        print(f"{c} clients, {a.text} prompts, --parallel {a.parallel}: plain {plain:.1f} tok/s, --lookup {a.lookup} "
-              f"{look:.1f} tok/s ({look / plain:.2f}x); time per token {row['plain_tpot_ms']:.1f} "
-              f"/ {row['lookup_tpot_ms']:.1f} ms; same text: {same}; medians of {a.repeat}")
+        print(f"{c} clients, {a.text} prompts, --parallel {a.parallel}: plain {med[False]:.1f} tok/s, "
+              f"{spec} {med[True]:.1f} tok/s ({row['ratio']:.2f}x); time per token "
+              f"{tpot[False]:.1f} / {tpot[True]:.1f} ms; same text: {same}; medians of {a.repeat}")
     if a.json_out:
         with open(a.json_out, "w") as f:
             json.dump({"parallel": a.parallel, "threads": a.threads, "tokens": a.tokens,
-                       "text": a.text,
+                       "text": a.text, "model": a.model, "spec": spec,
                        "rows": rows}, f, indent=1)
     if not all(r["same_text"] for r in rows):
-        sys.exit("lookup changed a reply")
+        sys.exit("speculation changed a reply")
 
 
 if __name__ == "__main__":

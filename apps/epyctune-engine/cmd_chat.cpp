@@ -86,7 +86,10 @@ bool read_turn(bool tty, std::string& turn) {
 class Chat {
  public:
   Chat(const ChatArgs& a, eng::serving::Engine& e, eng::chat::Style style)
-      : a_(a), e_(e), style_(std::move(style)), dec_(e.target(), 1, e.config().batch) {
+      : a_(a),
+        e_(e),
+        style_(std::move(style)),
+        dec_(e.target(), 1, e.batch_options(e.config().batch, eng::serving::kDefaultPrefillGap)) {
     clear();
   }
 

@@ -96,8 +96,10 @@ constexpr int kDefaultSlots = 4;
 // Without --kv-budget the pool holds --parallel contexts, or kDefaultSlots
 // when neither is given; --parallel 0 takes as many sequences as it holds,
 // up to 16, and by default no more than half the free memory holds when
-// every one fills its context. With a draft or n-gram lookup, one:
-// speculation runs one at a time.
+// every one fills its context. With a draft or n-gram lookup, one: a lone
+// request gets generate's adaptive speculation (the draft on CPUs of its
+// own where the plan gives it some); --parallel N verifies the proposals
+// inside the batched passes instead, where they pay.
 int choose_parallel(const ServeArgs& a, sv::Engine& engine) {
   const KvPool& pool = engine.target().kv_pool();
   const int64_t tokens = pool.blocks_total() * KvPool::kBlockPositions;
@@ -121,11 +123,6 @@ int choose_parallel(const ServeArgs& a, sv::Engine& engine) {
             " by default (as llama-server), no more full contexts than half the free "
             "memory holds";
     }
-  } else if (parallel > 1 && engine.draft() != nullptr) {
-    std::fprintf(stderr,
-                 "epyctune-engine serve: --parallel %d batches every pass across requests; "
-                 "the draft model is not used (n-gram lookup is, where it pays)\n",
-                 parallel);
   }
   std::fprintf(stderr,
                "epyctune-engine serve: parallel %d (%s); KV pool %lld positions in %lld blocks "
@@ -226,7 +223,9 @@ void add_serve_command(CLI::App& app, GlobalOptions& global) {
   // llama.cpp's -np reaches here as --parallel (llama_style_args).
   cmd->add_option("--parallel", args->parallel,
                   "Requests decoded at once, batched into each forward pass (continuous "
-                  "batching; 1 = one at a time, with speculative decoding); also -np. Default: "
+                  "batching; a draft's or lookup's proposals are verified in the same pass where "
+                  "they pay; 1 = one at a time, with adaptive speculative decoding); also -np. "
+                  "Default: "
                   "as many contexts as the KV budget holds, at most 16; without --kv-budget "
                   "4, fewer when half the free memory holds fewer; 1 with a draft or lookup")
       ->default_str("auto");

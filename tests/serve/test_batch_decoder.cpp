@@ -54,14 +54,24 @@ std::vector<int32_t> alone(LlamaModel& m, const Req& r) {
   return g.generate(r.prompt, r.n_predict, {});
 }
 
+BatchOptions options(int budget, speculative::LookupOptions lookup = {},
+                     LlamaModel* draft = nullptr) {
+  BatchOptions o;
+  o.prefill_budget = budget;
+  o.lookup = lookup;
+  o.draft = draft;
+  return o;
+}
+
 // Feeds the requests to a decoder of `slots` slots as room frees up, with a
 // small prefill budget so prompts spread over steps.
 int max_active = 0;  // the most requests together() had running at once
 
 std::map<size_t, SlotResult> together(LlamaModel& m, const std::vector<Req>& reqs, int slots,
-                                      int budget, speculative::LookupOptions lookup = {}) {
+                                      int budget, speculative::LookupOptions lookup = {},
+                                      LlamaModel* draft = nullptr) {
   max_active = 0;
-  BatchDecoder d(m, slots, budget, kDefaultPrefillGap, lookup);
+  BatchDecoder d(m, slots, options(budget, lookup, draft));
   // Every proposal verified: which ones are does not hang on timing.
   d.set_draft_policy(DraftPolicy::fixed(0));
   std::map<uint64_t, size_t> index;
@@ -198,13 +208,62 @@ TEST_CASE("n-gram proposals verified under load keep each request's own tokens")
   }
 }
 
+// A draft model under load: each request's draft sequence in the draft's
+// own pool, its proposals verified beside the other requests' rows. The
+// target as its own draft proposes its greedy tokens; another model of the
+// same vocabulary, with a pool for two requests only, proposes poorly and
+// for some requests not at all. Every request still gets its own tokens.
+TEST_CASE("draft-model proposals verified under load keep each request's own tokens") {
+  TinyModel tiny(5, 2, 16);
+  LlamaModel& m = *tiny.m;
+  ModelOptions mo;
+  mo.kv_contexts = 16;
+  auto same = LlamaModel::load(tiny.dir.path() / "m.gguf", tiny.pool, mo);
+  TinyModel other(11, 2, 2);
+  auto reqs = requests(m.n_vocab());
+  for (auto& r : reqs) r.n_predict += 12;  // room for several rounds of proposals
+  reqs[2].stop_at = alone(m, reqs[2]).at(9);
+  std::vector<std::vector<int32_t>> want;
+  for (const auto& r : reqs) want.push_back(alone(m, r));
+  for (LlamaModel* draft : {same.get(), other.m.get()}) {
+    for (int slots : {1, 3, 9}) {
+      CAPTURE(slots);
+      CAPTURE(draft == same.get());
+      auto got = together(m, reqs, slots, 7, {}, draft);
+      int64_t drafted = 0, accepted = 0, passes = 0, generated = 0;
+      for (size_t i = 0; i < reqs.size(); ++i) {
+        CAPTURE(i);
+        CHECK(got[i].tokens == want[i]);
+        CHECK(got[i].stats.lookup_drafted == 0);
+        // Its own greedy tokens: a greedy request that runs its length
+        // takes every proposal.
+        if (draft == same.get() && reqs[i].sp.temperature == 0 && reqs[i].stop_at < 0) {
+          CHECK(got[i].stats.model_drafted > 0);
+          CHECK(got[i].stats.model_accepted == got[i].stats.model_drafted);
+        }
+        drafted += got[i].stats.model_drafted;
+        accepted += got[i].stats.model_accepted;
+        passes += got[i].stats.target_passes;
+        generated += got[i].stats.generated;
+      }
+      CHECK(got[2].finish == SlotResult::Finish::stop);
+      CHECK(drafted > 0);
+      CHECK(accepted <= drafted);
+      CHECK(passes + accepted == generated);
+      const std::string which = draft == same.get() ? " (same)" : " (other)";
+      MESSAGE("slots " << slots << which << ": drafted " << drafted << ", accepted " << accepted
+                       << ", passes " << passes << " for " << generated << " tokens");
+    }
+  }
+}
+
 // A prompt that arrives while a request decodes with proposals is read
 // beside it, at the pacer's chunks: the pacer's timing passes (no prompt
 // rows) carry no proposals, or it would wait for one forever.
 TEST_CASE("a prompt arriving beside a request that drafts is read while it decodes") {
   TinyModel tiny(5, 1, 3, 1024);
   auto& m = tiny.m;
-  BatchDecoder d(*m, 2, 64, kDefaultPrefillGap, speculative::LookupOptions{4, 1});
+  BatchDecoder d(*m, 2, options(64, {4, 1}));
   d.set_draft_policy(DraftPolicy::fixed(0));
   // Every token of the vocabulary in its prompt: a's lookup always has a
   // proposal, so every pass without prompt rows would carry some.
@@ -241,7 +300,7 @@ TEST_CASE("continuous batching: cancels, stops from the sink, and the context bo
   ModelOptions mo;
   mo.kv_contexts = 3;
   auto m = LlamaModel::load(path, pool, mo);
-  BatchDecoder d(*m, 3, 4);
+  BatchDecoder d(*m, 3, options(4));
 
   bool cancel = false;
   SlotRequest a;
@@ -337,7 +396,7 @@ TEST_CASE("a KV budget for 2 requests: 4 submitted wait their turn and all compl
   ModelOptions big = mo;
   big.n_ctx = 128;
   auto m2 = LlamaModel::load(path, pool, big);
-  BatchDecoder d(*m2, 2, 16);
+  BatchDecoder d(*m2, 2, options(16));
   SlotRequest huge;
   huge.prompt.assign(100, 1);
   huge.n_predict = 10;
@@ -363,7 +422,7 @@ TEST_CASE("prefix reuse: full blocks of any slot's request, running or finished"
   auto m = LlamaModel::load(path, pool, mo);
   auto ref = LlamaModel::load(path, pool);  // alone(), beside the decoder's pool
   const int V = m->n_vocab();
-  BatchDecoder d(*m, 2, 16);
+  BatchDecoder d(*m, 2, options(16));
   auto add = [&](const Req& r) {
     SlotRequest sr;
     sr.prompt = r.prompt;

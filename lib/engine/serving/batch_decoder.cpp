@@ -18,6 +18,7 @@ using Clock = std::chrono::steady_clock;
 }  // namespace
 
 struct BatchDecoder::Slot {
+  int n = 0;  // its place in slots_
   std::unique_ptr<Sequence> seq;
   bool busy = false;
   uint64_t id = 0;
@@ -34,21 +35,26 @@ struct BatchDecoder::Slot {
   // and the rate its proposals are accepted.
   std::optional<speculative::SuffixIndex> index;
   std::vector<int32_t> drafts;
+  bool drafted = false;  // the drafts are the draft model's
   double accept = DraftPolicy::kPriorAccept;
   // As Generator: every prompt token but the last is prefill; the last one
   // is the first decode row, whose logits give the first new token.
   bool decoding() const { return fed + 1 >= req.prompt.size(); }
 };
 
-BatchDecoder::BatchDecoder(LlamaModel& model, int slots, int prefill_budget, double prefill_gap,
-                           speculative::LookupOptions lookup)
-    : model_(model), pacer_(prefill_budget, prefill_gap), lookup_(lookup) {
+BatchDecoder::BatchDecoder(LlamaModel& model, int slots, const BatchOptions& opts)
+    : model_(model),
+      pacer_(opts.prefill_budget, opts.prefill_gap),
+      lookup_(opts.lookup),
+      max_drafts_(std::max(0, opts.max_drafts)) {
   if (slots < 1) throw std::invalid_argument("BatchDecoder: at least one slot");
+  if (opts.draft && max_drafts_ > 0) drafter_ = std::make_unique<BatchDrafter>(*opts.draft, slots);
   // The pool is the slots' now: the default sequence gives its blocks back.
   model_.truncate(0);
   model_.kv_pool().set_indexing(true);
   for (int i = 0; i < slots; ++i) {
     slots_.push_back(std::make_unique<Slot>());
+    slots_.back()->n = i;
     slots_.back()->seq = model_.pooled_sequence();
   }
 }
@@ -103,7 +109,11 @@ uint64_t BatchDecoder::add(SlotRequest r) {
   s.index.reset();
   if (lookup_.enabled()) s.index.emplace(lookup_);
   s.drafts.clear();
+  s.drafted = false;
   s.accept = DraftPolicy::kPriorAccept;
+  // Best effort: a request the draft's pool cannot hold now is drafted for
+  // once it can.
+  if (drafter_) drafter_->admit(s.n, r.prompt, positions(r));
   s.stats.prompt_tokens = static_cast<int64_t>(r.prompt.size());
   s.reused = reused;
   s.start = s.gen_start = Clock::now();
@@ -124,6 +134,7 @@ SlotResult BatchDecoder::finish(Slot& s, SlotResult::Finish f) {
   s.out.clear();
   // Its blocks go back to the pool: the full ones stay cached for reuse.
   s.seq->clear();
+  if (drafter_) drafter_->release(s.n);
   return r;
 }
 
@@ -211,7 +222,7 @@ std::vector<SlotResult> BatchDecoder::step() {
   model_.forward_rows(rows, logits.data());
   const double pass_s = common::seconds_since(t0);
   if (n_drafts == 0) pacer_.observed(n_decoding, n_prompt, pass_s);
-  if (lookup_.enabled()) drafting_.observed(static_cast<int>(rows.size()), pass_s);
+  if (lookup_.enabled() || drafter_) drafting_.observed(static_cast<int>(rows.size()), pass_s);
   for (auto [s, n] : prefills) {
     s->fed += n;
     if (s->decoding()) {
@@ -247,10 +258,12 @@ std::vector<SlotResult> BatchDecoder::step() {
     if (!s.drafts.empty()) {
       const int verified = static_cast<int>(std::min(j + 1, s.drafts.size()));
       s.accept = DraftPolicy::updated(s.accept, verified, static_cast<int>(j));
-      s.stats.drafted += static_cast<int64_t>(s.drafts.size());
-      s.stats.lookup_drafted += static_cast<int64_t>(s.drafts.size());
-      s.stats.accepted += static_cast<int64_t>(j);
-      s.stats.lookup_accepted += static_cast<int64_t>(j);
+      const auto n = static_cast<int64_t>(s.drafts.size()), kept = static_cast<int64_t>(j);
+      s.stats.drafted += n;
+      s.stats.accepted += kept;
+      (s.drafted ? s.stats.model_drafted : s.stats.lookup_drafted) += n;
+      (s.drafted ? s.stats.model_accepted : s.stats.lookup_accepted) += kept;
+      if (s.drafted) drafter_->verified(s.n, static_cast<int>(j));
       s.drafts.clear();
     }
     if (end) {
@@ -263,9 +276,74 @@ std::vector<SlotResult> BatchDecoder::step() {
   return done;
 }
 
-int BatchDecoder::propose(const std::vector<Slot*>& decoders, std::vector<SeqRow>& rows) {
-  if (!lookup_.enabled()) return 0;
+int64_t BatchDecoder::room(const Slot& s) const {
+  // The proposals and the token after them within n_predict, the positions
+  // reserved for the request and the context.
+  const int pos = s.seq->pos();  // the last token's, in this pass
+  return std::max<int64_t>(0, std::min<int64_t>({int64_t(s.req.n_predict) - s.stats.generated - 1,
+                                                 positions(s.req) - 1 - pos,
+                                                 int64_t(model_.n_ctx()) - 1 - pos, max_drafts_}));
+}
+
+std::vector<BatchDecoder::Slot*> BatchDecoder::look_up(const std::vector<Slot*>& decoders) {
   const int n_decoding = static_cast<int>(decoders.size());
+  std::vector<Slot*> none;
+  for (Slot* sp : decoders) {
+    Slot& s = *sp;
+    s.drafts.clear();
+    s.drafted = false;
+    if (lookup_.enabled()) {
+      // The index follows hist by appending what the last pass added.
+      s.index->sync(s.hist);
+      s.drafts = s.index->continuation(static_cast<int>(room(s)));
+      const int worth =
+          drafting_.rows_worth(static_cast<int>(s.drafts.size()), s.accept, n_decoding);
+      // A request whose proposals stopped paying drifts back toward the
+      // prior, so that a later stretch of repeated text is tried again.
+      if (worth == 0 && !s.drafts.empty()) s.accept = DraftPolicy::declined(s.accept);
+      s.drafts.resize(size_t(worth));
+    }
+    if (s.drafts.empty()) none.push_back(&s);
+  }
+  return none;
+}
+
+void BatchDecoder::draft(const std::vector<Slot*>& asked, int rows, int decoding) {
+  std::vector<BatchDrafter::Ask> asks;
+  std::vector<double> accept;
+  std::vector<int> rooms;
+  for (Slot* s : asked) {
+    asks.push_back({s->n, s->hist, static_cast<int>(room(*s))});
+    accept.push_back(s->accept);
+    rooms.push_back(asks.back().room);
+  }
+  const int k = drafting_.draft_len(accept, rooms, rows, decoding, drafter_->passes());
+  if (k == 0) {
+    for (Slot* s : asked) s->accept = DraftPolicy::declined(s->accept);
+    return;
+  }
+  auto props = drafter_->draft(asks, k);
+  for (size_t i = 0; i < asked.size(); ++i) {
+    // Only the target's vocabulary can be verified (Engine checks that a
+    // draft shares it; a test's pair may not).
+    auto& p = props[i];
+    const auto bad =
+        std::find_if(p.begin(), p.end(), [&](int32_t t) { return t >= model_.n_vocab(); });
+    p.erase(bad, p.end());
+    asked[i]->drafts = std::move(p);
+    asked[i]->drafted = !asked[i]->drafts.empty();
+  }
+}
+
+int BatchDecoder::propose(const std::vector<Slot*>& decoders, std::vector<SeqRow>& rows) {
+  if (!lookup_.enabled() && !drafter_) return 0;
+  const int n_decoding = static_cast<int>(decoders.size());
+  const std::vector<Slot*> asked = look_up(decoders);
+  if (drafter_ && !asked.empty()) {
+    int looked = 0;
+    for (Slot* s : decoders) looked += static_cast<int>(s->drafts.size());
+    draft(asked, static_cast<int>(rows.size()) + looked, n_decoding);
+  }
   // Decode rows first, each decoder's proposals right after its own row:
   // a sequence's rows are consecutive and in position order.
   std::vector<SeqRow> out;
@@ -273,20 +351,6 @@ int BatchDecoder::propose(const std::vector<Slot*>& decoders, std::vector<SeqRow
   for (size_t i = 0; i < decoders.size(); ++i) {
     Slot& s = *decoders[i];
     out.push_back(rows[i]);
-    // Room: the proposals and the token after them within n_predict, the
-    // positions reserved for the request and the context.
-    const int pos = s.seq->pos();  // the last token's, in this pass
-    const int64_t room = std::min<int64_t>({int64_t(s.req.n_predict) - s.stats.generated - 1,
-                                            positions(s.req) - 1 - pos,
-                                            int64_t(model_.n_ctx()) - 1 - pos, kMaxDrafts});
-    // The index follows hist by appending what the last pass added.
-    s.index->sync(s.hist);
-    s.drafts = s.index->continuation(static_cast<int>(std::max<int64_t>(0, room)));
-    const int worth = drafting_.rows_worth(static_cast<int>(s.drafts.size()), s.accept, n_decoding);
-    // A request whose proposals stopped paying drifts back toward the
-    // prior, so that a later stretch of repeated text is tried again.
-    if (worth == 0 && !s.drafts.empty()) s.accept = DraftPolicy::declined(s.accept);
-    s.drafts.resize(size_t(worth));
     for (int32_t d : s.drafts) out.push_back({s.seq.get(), d, true});
     n += static_cast<int>(s.drafts.size());
   }

@@ -29,6 +29,7 @@
 
 #include "engine/model/llama_model.hpp"
 #include "engine/sampling/sampler.hpp"
+#include "engine/serving/batch_drafter.hpp"
 #include "engine/serving/draft_policy.hpp"
 #include "engine/serving/prefill_pacer.hpp"
 #include "engine/speculative/ngram_lookup.hpp"  // LookupOptions
@@ -81,18 +82,26 @@ struct KvGauges {
   uint64_t evictions = 0;
 };
 
+struct BatchOptions {
+  // Prompt tokens per step across all prefilling slots, so a long prompt is
+  // spread over steps instead of stalling the others; while others decode,
+  // PrefillPacer takes fewer, so that their steps take at most about
+  // prefill_gap times a step without prompt rows (0: no pacing).
+  int prefill_budget = 256;
+  double prefill_gap = kDefaultPrefillGap;
+  // Proposals for the decoding requests, verified in the same pass as their
+  // next token where DraftPolicy finds they pay (not while a prompt is being
+  // read); every token is still the one plain decoding gives. n-gram lookup
+  // first; a draft model (its own KV pool, BatchDrafter) where the lookup
+  // has none.
+  speculative::LookupOptions lookup;
+  LlamaModel* draft = nullptr;
+  int max_drafts = 8;  // proposals per request and pass, at most
+};
+
 class BatchDecoder {
  public:
-  // prefill_budget: prompt tokens per step across all prefilling slots, so a
-  // long prompt is spread over steps instead of stalling the others; while
-  // others decode, PrefillPacer takes fewer, so that their steps take at
-  // most about prefill_gap times a step without prompt rows (0: no pacing).
-  // lookup: n-gram proposals for the decoding requests, verified in the
-  // same pass as their next token where DraftPolicy finds they pay (not
-  // while a prompt is being read); every token is still the one plain
-  // decoding gives.
-  BatchDecoder(LlamaModel& model, int slots, int prefill_budget = 256,
-               double prefill_gap = kDefaultPrefillGap, speculative::LookupOptions lookup = {});
+  BatchDecoder(LlamaModel& model, int slots, const BatchOptions& opts = {});
   ~BatchDecoder();
   BatchDecoder(const BatchDecoder&) = delete;
   BatchDecoder& operator=(const BatchDecoder&) = delete;
@@ -127,10 +136,16 @@ class BatchDecoder {
   // Adds the decoders' proposals worth verifying to rows (decode rows
   // first, then prompt rows); returns how many.
   int propose(const std::vector<Slot*>& decoders, std::vector<SeqRow>& rows);
-  static constexpr int64_t kMaxDrafts = 8;
+  // Each decoder's proposals from the lookup; those with none are returned.
+  std::vector<Slot*> look_up(const std::vector<Slot*>& decoders);
+  // The draft model's proposals for them, as many as pay beside `rows` rows.
+  void draft(const std::vector<Slot*>& asked, int rows, int decoding);
+  int64_t room(const Slot& s) const;
   LlamaModel& model_;
   PrefillPacer pacer_;
   speculative::LookupOptions lookup_;
+  int max_drafts_;
+  std::unique_ptr<BatchDrafter> drafter_;
   DraftPolicy drafting_;
   uint64_t next_id_ = 1;
   std::vector<std::unique_ptr<Slot>> slots_;

@@ -9,6 +9,7 @@
 #include "common/field_error.hpp"
 #include "engine/gguf/gguf.hpp"
 #include "engine/kernels/kernels.hpp"
+#include "engine/model/kv_pool.hpp"
 #include "engine/model/llama_config.hpp"
 #include "engine/runtime/cpus.hpp"
 #include "engine/speculative/mode_choice.hpp"
@@ -198,6 +199,18 @@ bool Engine::speculative() const {
   return (has_draft_model(cfg_) || cfg_.lookup > 0) && cfg_.draft_max > 0;
 }
 
+BatchOptions Engine::batch_options(int prefill_budget, double prefill_gap) {
+  if (every_pool_) set_layout(true);
+  BatchOptions o;
+  o.prefill_budget = prefill_budget;
+  o.prefill_gap = prefill_gap;
+  if (cfg_.draft_max <= 0) return o;
+  if (cfg_.lookup > 0) o.lookup = {cfg_.lookup, cfg_.lookup_min};
+  o.draft = draft_.get();
+  o.max_drafts = std::min(o.max_drafts, cfg_.draft_max);
+  return o;
+}
+
 void Engine::make_pools() {
   const bool planned = launch_ && launch_->has_partition();
   auto pool = [&](launch::Role r) {
@@ -242,7 +255,7 @@ void Engine::load(const LoadProgress& progress) {
     mo.numa = runtime::NumaPolicy::none;
   }
   ModelOptions mo_draft = mo;
-  mo.kv_tokens = cfg_.kv_tokens;  // the target's pool; the draft's holds its one context
+  mo.kv_tokens = cfg_.kv_tokens;  // the target's pool; the draft's mirrors its positions below
   mo.kv_bytes = cfg_.kv_bytes;
   mo.kv_contexts = cfg_.kv_contexts;
   mo.experts_per_token = cfg_.experts_per_token;  // the target's: a draft is usually dense
@@ -261,6 +274,10 @@ void Engine::load(const LoadProgress& progress) {
   target_ = LlamaModel::load(cfg_.model, *verify_pool_, mo);
   if (has_draft_model(cfg_)) {
     mo_draft.progress = report(cfg_.draft);
+    // As many positions as the target's pool, so that a batched server
+    // can draft for every request it holds (mapped, not touched: unused
+    // positions cost address space only).
+    mo_draft.kv_tokens = target_->kv_pool().blocks_total() * KvPool::kBlockPositions;
     draft_ = LlamaModel::load(cfg_.draft, partitioned() ? *draft_pool_ : *verify_pool_, mo_draft);
     // A PARD-style draft (mask token in its metadata) drafts a batch per pass.
     if (auto mask = speculative::pard_mask_token(draft_->file()))

@@ -19,6 +19,7 @@
 #include "engine/placement/launch_setup.hpp"
 #include "engine/runtime/thread_pool.hpp"
 #include "engine/sampling/sampler.hpp"
+#include "engine/serving/batch_decoder.hpp"
 #include "engine/speculative/parallel_draft.hpp"
 #include "engine/speculative/partition.hpp"
 #include "engine/speculative/speculative.hpp"
@@ -114,13 +115,13 @@ class Engine {
   // A draft model or lookup drafts, and draft_max > 0.
   bool speculative() const;
   int draft_max() const { return speculative() ? cfg_.draft_max : 0; }
-  // The n-gram lookup a batched server verifies beside its decode rows
-  // (off without --lookup or with draft_max 0; a draft model is not used
-  // there).
-  speculative::LookupOptions batched_lookup() const {
-    if (cfg_.lookup <= 0 || cfg_.draft_max <= 0) return {};
-    return {cfg_.lookup, cfg_.lookup_min};
-  }
+  // How a batched server decodes on this engine: the prompt pacing given,
+  // and the proposals it verifies beside its decode rows (the n-gram lookup
+  // and the draft model, as configured; none with draft_max 0). Call on the
+  // driving thread: a partitioned engine that can hand the draft's CPUs to
+  // the target puts both models on every CPU from now on, since a batched
+  // step runs the draft's passes and the target's one after the other.
+  BatchOptions batch_options(int prefill_budget, double prefill_gap);
   placement::LaunchSetup* launch() const { return launch_.get(); }
   const Tokenizer& tokenizer() const { return *tok_; }
   LlamaModel& target() const { return *target_; }

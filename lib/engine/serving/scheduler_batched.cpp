@@ -19,8 +19,8 @@ constexpr int kPrefillBudget = 64;
 }  // namespace
 
 void Scheduler::batched_loop() {
-  BatchDecoder dec(engine_.target(), parallel_, kPrefillBudget, prefill_gap_,
-                   engine_.batched_lookup());
+  BatchDecoder dec(engine_.target(), parallel_,
+                   engine_.batch_options(kPrefillBudget, prefill_gap_));
   auto publish = [&] {
     auto st = dec.states();
     const KvGauges kv = dec.kv();
