@@ -5,7 +5,9 @@
 # 16 clients for 60 s with continuous batching (--parallel 4, queue 8) in the
 # mix (epyctune-serve-load --mix: whole and streamed replies, streams cut
 # mid-way, bad requests that must each get their 4xx, long shared prefixes),
-# after which /metrics must show every admitted request ended. Fails on any
+# after which /metrics must show every admitted request ended; then the same
+# mix for 30 s with drafting on (a draft model and n-gram lookup, whose
+# proposals ride in the batched passes). Fails on any
 # other reply, on a request serve did not end, on serve not exiting 0 on
 # SIGTERM, and on a sanitizer or leak report at its exit.
 # usage: .ci/serve-load.sh [BUILD_DIR]   (default build-asan, already built)
@@ -23,3 +25,5 @@ echo "== serve load (8 clients, 20 s, one at a time, $build)"
 tests/serve/serve_load_test.sh "$engine" "$mk" "$load" 20 8 4 1
 echo "== serve load mix (16 clients, 60 s, --parallel 4, $build)"
 tests/serve/serve_load_test.sh "$engine" "$mk" "$load" 60 16 8 4 mix
+echo "== serve load mix with drafting (16 clients, 30 s, --parallel 4, a draft and lookup, $build)"
+tests/serve/serve_load_test.sh "$engine" "$mk" "$load" 30 16 8 4 mix draft

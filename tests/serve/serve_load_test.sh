@@ -10,8 +10,10 @@
 # wants), on a serve that does not exit 0 on SIGTERM, or (in an ASan build)
 # on a leak report at its exit.
 # usage: serve_load_test.sh ENGINE MKMODEL LOADGEN SECONDS CLIENTS [QUEUE] [PARALLEL] [plain|mix]
+#        [draft] (serve drafts: a draft model, itself, and n-gram lookup)
 set -euo pipefail
 engine=$1 mk=$2 load=$3 seconds=$4 clients=$5 queue=${6:-4} parallel=${7:-1} mode=${8:-plain}
+draft=${9:-}
 base=$(mktemp -d "${TMPDIR:-/tmp}/epyctune-serve-load.XXXXXX")
 pid=
 cleanup() {
@@ -23,8 +25,13 @@ fail() { echo "FAIL: $*" >&2; [[ -f $base/serve.err ]] && tail -50 "$base/serve.
 
 "$mk" mkmodel "$base/tiny.gguf" --shape tiny --quant q8_0 -t 1 2>/dev/null
 mkfifo "$base/ready"
+# draft: the model drafts for itself, so greedy requests accept its
+# proposals and seeded ones mostly reject them: cancels and stops land in
+# every state of a drafting round.
+spec=()
+[[ $draft == draft ]] && spec=(-md "$base/tiny.gguf" --lookup 3)
 "$engine" serve -m "$base/tiny.gguf" -t 1 --port 0 --queue "$queue" --parallel "$parallel" \
-  >"$base/ready" 2>"$base/serve.err" &
+  "${spec[@]}" >"$base/ready" 2>"$base/serve.err" &
 pid=$!
 exec 3<"$base/ready"
 read -r -t 120 line <&3 || fail "serve printed no ready line"
@@ -51,7 +58,7 @@ else
 fi
 
 curl -sf "$url/metrics" >"$base/metrics.txt" 2>/dev/null || true
-grep -E '^epyctune_serve_(rejected_total|cancelled_total|generated_tokens_total|requests_total|in_flight)' \
+grep -E '^epyctune_serve_(rejected_total|cancelled_total|generated_tokens_total|requests_total|in_flight|spec_drafted_total|spec_accepted_total)' \
   "$base/metrics.txt" || true
 
 kill -TERM "$pid"
@@ -60,4 +67,8 @@ wait "$pid" || serve_rc=$?
 pid=
 (( serve_rc == 0 )) || fail "serve exited $serve_rc after SIGTERM"
 grep -q "LeakSanitizer\|AddressSanitizer\|runtime error" "$base/serve.err" && fail "sanitizer report at serve's exit"
+if [[ $draft == draft ]]; then
+  drafted=$(sed -n 's/^epyctune_serve_spec_drafted_total \([0-9]*\)$/\1/p' "$base/metrics.txt")
+  (( ${drafted:-0} > 0 )) || fail "serve drafted nothing under load"
+fi
 echo "serve load ok"
