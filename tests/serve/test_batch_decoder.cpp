@@ -255,6 +255,19 @@ TEST_CASE("draft-model proposals verified under load keep each request's own tok
                        << ", passes " << passes << " for " << generated << " tokens");
     }
   }
+  // /slots shows a running request's proposals verified and kept.
+  BatchDecoder d(m, 2, options(64, {}, same.get()));
+  d.set_draft_policy(DraftPolicy::fixed(0));
+  SlotRequest r;
+  r.prompt = reqs[0].prompt;  // one token: it decodes from the first step
+  r.n_predict = 40;
+  d.add(r);
+  for (int i = 0; i < 4; ++i) d.step();
+  const SlotState st = d.states()[0];
+  REQUIRE(st.busy);
+  CHECK(st.drafted > 0);
+  CHECK(st.accepted == st.drafted);  // greedy, its own draft
+  CHECK(st.generated == 4 + st.accepted);
 }
 
 // A prompt that arrives while a request decodes with proposals is read

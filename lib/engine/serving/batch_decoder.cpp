@@ -154,6 +154,8 @@ std::vector<SlotState> BatchDecoder::states() const {
       st.prompt_done = s.decoding() ? st.prompt_tokens : static_cast<int>(s.fed);
       st.generated = static_cast<int>(s.out.size());
       st.n_predict = s.req.n_predict;
+      st.drafted = s.stats.drafted;
+      st.accepted = s.stats.accepted;
     }
     out.push_back(st);
   }

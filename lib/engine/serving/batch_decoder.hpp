@@ -70,6 +70,8 @@ struct SlotState {
   int cached = 0;           // positions in the slot's KV cache
   std::vector<int> blocks;  // the pool blocks holding them, in order
   int64_t reserved = 0;     // blocks reserved for the rest of the request
+  // The request's proposals (lookup and draft model) verified and kept.
+  int64_t drafted = 0, accepted = 0;
 };
 
 // The KV pool as /health and /metrics show it.

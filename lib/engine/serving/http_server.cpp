@@ -239,7 +239,9 @@ json HttpServer::Impl::slots() {
                    {"prompt_tokens", s.prompt_tokens},
                    {"prompt_processed", s.prompt_done},
                    {"generated", s.generated},
-                   {"max_tokens", s.n_predict}});
+                   {"max_tokens", s.n_predict},
+                   {"drafted", s.drafted},
+                   {"accepted", s.accepted}});
   return out;
 }
 
