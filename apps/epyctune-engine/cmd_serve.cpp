@@ -96,19 +96,20 @@ constexpr int kDefaultSlots = 4;
 // Without --kv-budget the pool holds --parallel contexts, or kDefaultSlots
 // when neither is given; --parallel 0 takes as many sequences as it holds,
 // up to 16, and by default no more than half the free memory holds when
-// every one fills its context. With a draft or n-gram lookup, one: a lone
-// request gets generate's adaptive speculation (the draft on CPUs of its
-// own where the plan gives it some); --parallel N verifies the proposals
-// inside the batched passes instead, where they pay.
+// every one fills its context. A draft's or the lookup's proposals are
+// verified inside the batched passes, where they pay: a lone request gets
+// as much from them there as from generate's one-at-a-time speculation,
+// and a second one is not held back. Only where speculation needs that
+// path (Engine::one_at_a_time) is the default one.
 int choose_parallel(const ServeArgs& a, sv::Engine& engine) {
   const KvPool& pool = engine.target().kv_pool();
   const int64_t tokens = pool.blocks_total() * KvPool::kBlockPositions;
   const int ctx = engine.n_ctx();
   int parallel = a.parallel;
   std::string why = "--parallel";
-  if (parallel == 0 && engine.speculative()) {
+  if (const std::string alone = engine.one_at_a_time(); parallel == 0 && !alone.empty()) {
     parallel = 1;
-    why = "speculative decoding runs one at a time";
+    why = alone;
   } else if (parallel == 0) {
     const int64_t contexts = tokens / std::max(1, ctx);
     parallel = static_cast<int>(std::clamp<int64_t>(contexts, 1, 16));
@@ -149,12 +150,10 @@ int run_serve(ServeArgs a) {
     a.engine.kv_bytes = b.bytes;
     a.engine.kv_tokens = b.tokens;
   } else {
-    // A full context for each of --parallel; without it, kDefaultSlots,
-    // or one when speculation is asked for (it decodes one request at a
-    // time). The pool is mapped, not touched: a context no request uses
-    // costs address space only.
-    const bool speculation = !a.engine.draft.empty() || a.engine.lookup > 0;
-    a.engine.kv_contexts = a.parallel > 0 ? a.parallel : speculation ? 1 : kDefaultSlots;
+    // A full context for each of --parallel; without it, kDefaultSlots.
+    // The pool is mapped, not touched: a context no request uses costs
+    // address space only.
+    a.engine.kv_contexts = a.parallel > 0 ? a.parallel : kDefaultSlots;
   }
   if (a.http.port < 0 || a.http.port > 65535)
     throw std::invalid_argument("--port: must be 0 (a free port) to 65535");
@@ -227,12 +226,13 @@ void add_serve_command(CLI::App& app, GlobalOptions& global) {
                   "they pay; 1 = one at a time, with adaptive speculative decoding); also -np. "
                   "Default: "
                   "as many contexts as the KV budget holds, at most 16; without --kv-budget "
-                  "4, fewer when half the free memory holds fewer; 1 with a draft or lookup")
+                  "4, fewer when half the free memory holds fewer; 1 with a parallel (PARD) draft, "
+                  "or with a draft on CPUs of its own that cannot be handed over")
       ->default_str("auto");
   cmd->add_option("--kv-budget", args->kv_budget,
                   "KV pool size, shared by every sequence: bytes (2G, 512M) or positions "
                   "(65536tok); at least one context. Default: --parallel contexts (4 without "
-                  "it, 1 with a draft or lookup), mapped and touched only as used");
+                  "it), mapped and touched only as used");
   cmd->add_option("--prefill-gap", args->prefill_gap,
                   "While requests decode, prompt tokens per pass are limited so that a pass "
                   "takes at most about this many times one without them (a long prompt then "

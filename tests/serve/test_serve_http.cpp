@@ -202,7 +202,9 @@ TEST_CASE("bad requests get OpenAI-style 400, 404 and 413; health, models and me
 TEST_CASE("a draft model leaves the output the target's own") {
   auto& m = ServeModels::get();
   const std::string want = generate_text(m.tiny, kPrompt, 32);
-  ServeChild s(engine_bin(), {"-m", m.tiny, "-md", m.draft, "-t", "1", "--draft-max", "3"});
+  // One request at a time: generate's speculation, with its cost model.
+  ServeChild s(engine_bin(),
+               {"-m", m.tiny, "-md", m.draft, "-t", "1", "--draft-max", "3", "--parallel", "1"});
   httplib::Client c(s.host(), s.port());
   const json req = {{"prompt", kPrompt}, {"max_tokens", 32}, {"temperature", 0}};
   auto r = post(c, "/v1/completions", req);
@@ -310,8 +312,8 @@ TEST_CASE("serve on a launch config reports the placement in /health") {
              "[models]\ntarget = '" +
                  m.tiny + "'\ndraft = '" + m.draft + "'\n");
   const std::string want = generate_text(m.tiny, kPrompt, 16);
-  ServeChild s(engine_bin(),
-               {"--launch-config", cfg.string(), "--resctrl-root", root.string(), "--map-cpus"});
+  ServeChild s(engine_bin(), {"--launch-config", cfg.string(), "--resctrl-root", root.string(),
+                              "--map-cpus", "--parallel", "1"});
   httplib::Client c(s.host(), s.port());
   const json req = {{"prompt", kPrompt}, {"max_tokens", 16}, {"temperature", 0}};
   for (int i = 0; i < 2; ++i) {  // a fresh drafting thread each time
@@ -337,6 +339,25 @@ TEST_CASE("serve on a launch config reports the placement in /health") {
   const std::string tasks = read_file(root / "g-draft" / "tasks");
   CHECK(std::count(tasks.begin(), tasks.end(), '\n') == 3);
   CHECK(s.stop() == 0);
+
+  // By default the requests are batched: both models on every CPU of the
+  // plan (the hand-back pool, its worker on the draft's CPU in the draft's
+  // group), the text still the target's own.
+  std::filesystem::remove_all(root);
+  std::filesystem::create_directories(root / "g-draft");
+  std::filesystem::create_directories(root / "g-verify");
+  ServeChild b(engine_bin(),
+               {"--launch-config", cfg.string(), "--resctrl-root", root.string(), "--map-cpus"});
+  httplib::Client bc(b.host(), b.port());
+  auto r = post(bc, "/v1/completions", req);
+  REQUIRE(r);
+  CHECK(json::parse(r->body)["choices"][0]["text"] == want);
+  const json bh = json::parse(bc.Get("/health")->body);
+  CHECK(bh["parallel"] == 4);
+  for (const auto& t : bh["launch"]["threads"]) CHECK(t["error"] == "");
+  const std::string btasks = read_file(root / "g-draft" / "tasks");
+  CHECK(std::count(btasks.begin(), btasks.end(), '\n') == 1);
+  CHECK(b.stop() == 0);
 }
 
 TEST_CASE("--queue 0: one request at a time, none waiting") {
@@ -493,8 +514,15 @@ TEST_CASE(
   CHECK(eh["kv_blocks_total"] == 4 * 64 / 16);
   CHECK(json::parse(ec.Get("/slots")->body).size() == 4);
   CHECK(e.stop() == 0);
+  // A draft batches by default too; one that keeps CPUs of its own (a
+  // fixed draft length on a partition) runs one request at a time.
   ServeChild f(engine_bin(), {"-m", m.tiny, "-md", m.draft, "-t", "1", "-c", "64"});
   httplib::Client fc(f.host(), f.port());
-  CHECK(json::parse(fc.Get("/health")->body)["parallel"] == 1);
+  CHECK(json::parse(fc.Get("/health")->body)["parallel"] == 4);
   CHECK(f.stop() == 0);
+  ServeChild g(engine_bin(), {"-m", m.tiny, "-md", m.draft, "-t", "2", "-c", "64", "--draft-max",
+                              "4", "--spec-mode", "partitioned"});
+  httplib::Client gc(g.host(), g.port());
+  CHECK(json::parse(gc.Get("/health")->body)["parallel"] == 1);
+  CHECK(g.stop() == 0);
 }

@@ -211,6 +211,15 @@ BatchOptions Engine::batch_options(int prefill_budget, double prefill_gap) {
   return o;
 }
 
+std::string Engine::one_at_a_time() const {
+  if (!speculative()) return "";
+  if (pard_) return "a parallel (PARD) draft drafts a whole run in one pass one request at a time";
+  if (draft_ && partitioned() && !every_pool_)
+    return "the draft keeps CPUs of its own (a fixed --draft-max on a partition): one request "
+           "at a time, its passes overlap the target's";
+  return "";
+}
+
 void Engine::make_pools() {
   const bool planned = launch_ && launch_->has_partition();
   auto pool = [&](launch::Role r) {

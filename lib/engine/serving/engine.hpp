@@ -122,6 +122,13 @@ class Engine {
   // the target puts both models on every CPU from now on, since a batched
   // step runs the draft's passes and the target's one after the other.
   BatchOptions batch_options(int prefill_budget, double prefill_gap);
+  // Why this engine's speculation is best run one request at a time by
+  // default (after load): a parallel (PARD) draft proposes K tokens in one
+  // pass there, and a draft on CPUs of its own that cannot go to the
+  // target (a fixed draft length on a partition) would leave half the CPUs
+  // idle in every batched pass. "" when batching loses nothing, or when
+  // nothing drafts.
+  std::string one_at_a_time() const;
   placement::LaunchSetup* launch() const { return launch_.get(); }
   const Tokenizer& tokenizer() const { return *tok_; }
   LlamaModel& target() const { return *target_; }
