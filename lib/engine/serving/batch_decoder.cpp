@@ -326,8 +326,8 @@ void BatchDecoder::draft(const std::vector<Slot*>& asked, int rows, int decoding
   }
   auto props = drafter_->draft(asks, k);
   for (size_t i = 0; i < asked.size(); ++i) {
-    // Only the target's vocabulary can be verified (Engine checks that a
-    // draft shares it; a test's pair may not).
+    // Only the target's vocabulary can be verified: Engine checks that its
+    // draft shares it, but a BatchDecoder takes any draft model.
     auto& p = props[i];
     const auto bad =
         std::find_if(p.begin(), p.end(), [&](int32_t t) { return t >= model_.n_vocab(); });

@@ -20,16 +20,17 @@ BatchDrafter::BatchDrafter(LlamaModel& draft, int slots) : draft_(draft) {
 BatchDrafter::~BatchDrafter() = default;
 
 bool BatchDrafter::admit(int slot, std::span<const int32_t> prompt, int64_t positions) {
+  release(slot);
   Slot& s = slots_.at(size_t(slot));
-  s.seq->clear();
-  s.admitted = false;
-  s.read = s.from = 0;
-  s.proposed = 0;
   s.positions = std::min<int64_t>(positions, draft_.n_ctx());
+  return map(s, prompt);
+}
+
+bool BatchDrafter::map(Slot& s, std::span<const int32_t> hist) {
   // The draft reads the whole history and proposes past it: with a shorter
   // context than that it never drafts for this request.
-  if (prompt.empty() || int64_t(prompt.size()) >= s.positions) return false;
-  const int reused = s.seq->admit(prompt, s.positions);
+  if (hist.empty() || int64_t(hist.size()) >= s.positions) return false;
+  const int reused = s.seq->admit(hist, s.positions);
   if (reused < 0) return false;
   s.admitted = true;
   s.read = size_t(reused);
@@ -62,13 +63,7 @@ std::vector<std::vector<int32_t>> BatchDrafter::draft(std::span<const Ask> asks,
     s.from = a.hist.size();
     s.proposed = 0;
     if (a.hist.empty() || a.room <= 0) continue;
-    if (!s.admitted &&
-        (s.positions <= int64_t(a.hist.size()) || s.seq->admit(a.hist, s.positions) < 0))
-      continue;
-    if (!s.admitted) {
-      s.admitted = true;
-      s.read = size_t(s.seq->pos());
-    }
+    if (!s.admitted && !map(s, a.hist)) continue;
     // Proposals of a round the target did not verify (their request was
     // given the lookup's, or none) leave the cache.
     if (size_t(s.seq->pos()) > s.read) s.seq->truncate(static_cast<int>(s.read));

@@ -66,6 +66,10 @@ class BatchDrafter {
     size_t from = 0;        // the history's length at the last round
     int proposed = 0;       // and its proposals
   };
+  // Maps the pool's blocks holding hist's leading full blocks into s's
+  // empty sequence and reserves the rest of s.positions; false when the
+  // draft's context is too short for it or the pool cannot promise them.
+  bool map(Slot& s, std::span<const int32_t> hist);
   LlamaModel& draft_;
   std::vector<Slot> slots_;
   PassFit fit_;

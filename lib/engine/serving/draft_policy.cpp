@@ -1,7 +1,7 @@
 #include "engine/serving/draft_policy.hpp"
 
 #include <algorithm>
-#include <cmath>
+#include <vector>
 
 namespace epyctune::engine::serving {
 
@@ -76,13 +76,15 @@ int DraftPolicy::draft_len(std::span<const double> accept, std::span<const int> 
   // them with chance p^i; the step costs k draft passes and the rows.
   int best_k = 0;
   double best = double(decoding) / target_.seconds(rows);
+  double tokens = decoding;
+  int extra = 0;
+  std::vector<double> chance(accept.size(), 1.0);  // p^k, each request's k-th proposal
   for (int k = 1; k <= longest; ++k) {
-    double tokens = decoding;
-    int extra = 0;
     for (size_t i = 0; i < room.size(); ++i) {
-      const int n = std::min(k, room[i]);
-      for (int j = 1; j <= n; ++j) tokens += std::pow(accept[i], j);
-      extra += n;
+      if (room[i] < k) continue;
+      chance[i] *= accept[i];
+      tokens += chance[i];
+      ++extra;
     }
     const double s = target_.seconds(rows + extra) + k * draft.seconds(drafting);
     if (s > 0 && tokens / s > best) {
