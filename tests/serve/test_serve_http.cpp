@@ -362,15 +362,23 @@ TEST_CASE("serve on a launch config reports the placement in /health") {
 
 TEST_CASE("--queue 0: one request at a time, none waiting") {
   auto& m = ServeModels::get();
-  ServeChild s(engine_bin(), {"-m", m.tiny, "-t", "1", "--parallel", "1", "--queue", "0"});
-  httplib::Client c(s.host(), s.port());
-  for (int i = 0; i < 3; ++i) {
-    auto r = post(c, "/v1/completions", {{"prompt", "a"}, {"max_tokens", 4}});
-    REQUIRE(r);
-    CHECK(r->status == 200);
+  // A reply ends only once its slot is free again, so a client that sends
+  // its next request at once never finds the server full: both the
+  // one-at-a-time worker and the batched loop, whole and streamed replies.
+  for (const char* parallel : {"1", "2"}) {
+    CAPTURE(parallel);
+    ServeChild s(engine_bin(), {"-m", m.tiny, "-t", "1", "--parallel", parallel, "--queue", "0"});
+    httplib::Client c(s.host(), s.port());
+    for (int i = 0; i < 24; ++i) {
+      json req = {{"prompt", "a"}, {"max_tokens", 2}};
+      if (i % 2) req["stream"] = true;
+      auto r = post(c, "/v1/completions", req);
+      REQUIRE(r);
+      CHECK(r->status == 200);
+    }
+    CHECK(metric(c, "epyctune_serve_queue_capacity") == 0);
+    CHECK(s.stop() == 0);
   }
-  CHECK(metric(c, "epyctune_serve_queue_capacity") == 0);
-  CHECK(s.stop() == 0);
 }
 
 TEST_CASE("--parallel 4: concurrent requests are batched and each gets its own reply") {

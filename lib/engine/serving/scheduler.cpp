@@ -179,9 +179,7 @@ void Scheduler::worker(std::promise<void>* started) {
       running_.push_back(job);
     }
     job->times_.started = Job::Times::Clock::now();
-    run(*job);
-    publish_kv();
-    finished(job);
+    run(job);
   }
 }
 
@@ -201,9 +199,17 @@ void Scheduler::finished(const std::shared_ptr<Job>& job) {
   running_.erase(std::remove(running_.begin(), running_.end(), job), running_.end());
 }
 
-void Scheduler::run(Job& job) {
+void Scheduler::run(const std::shared_ptr<Job>& held) {
+  Job& job = *held;
   const JobInput& in = job.input();
   TextStream text(in.stop);
+  // The job leaves /slots, /metrics and the running set before end() wakes
+  // its client, who may send the next request at once and must find room.
+  auto end = [&](std::string finish, int64_t generated, std::string error) {
+    publish_kv();
+    finished(held);
+    job.end(std::move(finish), generated, std::move(error));
+  };
   try {
     auto sink = [&](int32_t, const std::string& piece) {
       if (job.cancelled()) return false;
@@ -215,14 +221,14 @@ void Scheduler::run(Job& job) {
         engine_.generate(in.prompt, in.max_tokens, in.sampler, sink, in.ignore_eos);
     metrics_.generation(static_cast<int64_t>(in.prompt.size()), c.stats);
     if (job.cancelled()) {
-      job.end("", c.stats.generated, abort_ ? "the server is shutting down" : "");
+      end("", c.stats.generated, abort_ ? "the server is shutting down" : "");
       return;
     }
     job.emit(text.finish());
     const bool stop = text.stopped() || c.finish == FinishReason::stop;
-    job.end(stop ? "stop" : "length", c.stats.generated, "");
+    end(stop ? "stop" : "length", c.stats.generated, "");
   } catch (const std::exception& e) {
-    job.end("", 0, e.what());
+    end("", 0, e.what());
   }
 }
 

@@ -120,7 +120,7 @@ class Scheduler {
 
  private:
   void worker(std::promise<void>* started);
-  void run(Job& job);
+  void run(const std::shared_ptr<Job>& job);
   void batched_loop();
   // The oldest waiting job when a slot is free and its KV blocks can be
   // promised (idle: nothing runs, so it is taken anyway), moved to running_.

@@ -96,8 +96,8 @@ void Scheduler::batched_loop() {
       for (const auto& r : dec.fail_all()) {
         auto it = active.find(r.id);
         if (it == active.end()) continue;
-        it->second.job->end("", r.stats.generated, e.what());
         finished(it->second.job);
+        it->second.job->end("", r.stats.generated, e.what());
         active.erase(it);
       }
     }
