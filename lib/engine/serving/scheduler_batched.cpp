@@ -84,8 +84,8 @@ void Scheduler::batched_loop() {
       try {
         active[dec.add(std::move(r))] = {job, std::move(text)};
       } catch (const std::exception& e) {
-        job->end("", 0, e.what());
         finished(job);
+        job->end("", 0, e.what());
       }
     }
     publish();
