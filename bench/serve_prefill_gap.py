@@ -5,7 +5,7 @@ most 3x their median).
 
     bench/serve_prefill_gap.py ENGINE MODEL [ENGINE2 ...] [--decoders 4]
         [--words 2440] [--repeat 3] [-t 2] [-b 64] [--prefill-gap 2.0,2.5]
-        [--json OUT]
+        [--control SECONDS] [--json OUT]
 
 Per repeat and engine: `serve --parallel D+1 -c 4608`, D streaming clients
 of greedy tokens (ignore_eos) on short prompts; once each has 24 tokens, a
@@ -20,7 +20,9 @@ decoder's own pace at that moment: its contexts grow while a long prompt is
 read, so a decode-only step at the end of the read is slower than before it;
 the pace is taken on the line from its median gap before the send to its
 median gap in the 2.5 s after the reply. And each against the median of all
-the decoder's gaps, from its first token to 3 s after the reply. Several
+the decoder's gaps, from its first token to 3 s after the reply. With --control
+S, the decoders first run S seconds alone, and their longest gap against
+their median there is the host's own jitter, the floor under the target. Several
 --prefill-gap values run as engines of their own, in the same repeats.
 """
 import argparse, http.client, json, re, statistics, subprocess, sys, threading, time
@@ -76,6 +78,11 @@ def one(engine, gap, a, words):
             if time.monotonic() > deadline:
                 raise RuntimeError("decoders did not start")
             time.sleep(0.05)
+        # The host's own jitter: the same decoders, alone, for --control
+        # seconds. Their longest gap against their median there is the floor
+        # no prefill schedule can go below on this host.
+        t_control = time.monotonic()
+        time.sleep(a.control)
         c = http.client.HTTPConnection(url.hostname, url.port, timeout=900)
         t_send = time.monotonic()
         c.request("POST", "/v1/completions",
@@ -91,9 +98,13 @@ def one(engine, gap, a, words):
         worst, worst_at, ratios = 0.0, 0.0, []
         worst_local, worst_local_at = 0.0, 0.0
         worst_all = 0.0
+        control = 0.0
         meds, posts = [], []  # per decoder, for the medians over decoders
         for ts in times:
             gaps = [(b - x, x) for x, b in zip(ts, ts[1:])]
+            alone = [g for g, x in gaps if x >= t_control and x + g < t_send]
+            if len(alone) > 1:
+                control = max(control, max(alone) / statistics.median(alone))
             # Their pace before the long prompt: during it, a long prompt read
             # at the whole budget per pass would be most of the stream.
             med = statistics.median(g for g, x in gaps if x + g < t_send)
@@ -121,7 +132,7 @@ def one(engine, gap, a, words):
         return {"prompt_tokens": reply["usage"]["prompt_tokens"], "ttft_s": t_reply - t_send,
                 "worst_gap_over_median": worst, "worst_gap_at_s": worst_at, "gap_ratios": ratios,
                 "worst_gap_over_local": worst_local, "worst_local_at_s": worst_local_at,
-                "worst_gap_over_all": worst_all,
+                "worst_gap_over_all": worst_all, "control_gap_over_median": control,
                 "median_gap_ms": 1e3 * statistics.median(meds),
                 "median_gap_after_ms": 1e3 * statistics.median(posts)}
     finally:
@@ -141,6 +152,9 @@ def main():
     ap.add_argument("-b", "--batch", type=int, default=0, help="serve -b (0: its default)")
     ap.add_argument("--prefill-gap", default="",
                     help="serve --prefill-gap, or a comma list run side by side (default: its own)")
+    ap.add_argument("--control", type=float, default=0.0,
+                    help="seconds of the decoders alone before the long prompt, whose longest / "
+                         "median gap is the host's own jitter (0: none)")
     ap.add_argument("--json", dest="json_out")
     a = ap.parse_args()
     vocab = ("the quick brown fox jumps over the lazy dog while a small cat watches "
@@ -159,13 +173,15 @@ def main():
                   f"{r['worst_gap_over_local']:.2f} ({r['worst_local_at_s']:.1f} s), vs the "
                   f"median of all their gaps {r['worst_gap_over_all']:.2f}"
                   f" (median gap {r['median_gap_ms']:.1f} ms before, "
-                  f"{r['median_gap_after_ms']:.1f} ms after)", file=sys.stderr)
+                  f"{r['median_gap_after_ms']:.1f} ms after)"
+                  + (f"; alone for {a.control:.0f} s: {r['control_gap_over_median']:.2f}"
+                     if a.control else ""), file=sys.stderr)
     out = []
     for s in setups:
         rs = runs[s]
         row = {"engine": s[0], "prefill_gap": s[1], "repeats": rs}
         for k in ("worst_gap_over_median", "worst_gap_over_local", "worst_gap_over_all", "ttft_s",
-                  "median_gap_ms", "median_gap_after_ms"):
+                  "median_gap_ms", "median_gap_after_ms", "control_gap_over_median"):
             row[k] = statistics.median(r[k] for r in rs)
         out.append(row)
         print(f"{name[s]}: longest gap, worst decoder, / its median gap before the prompt: "
@@ -173,7 +189,9 @@ def main():
               f"{row['worst_gap_over_local']:.2f}x; / the median of all its gaps: "
               f"{row['worst_gap_over_all']:.2f}x; median gap {row['median_gap_ms']:.1f} ms before, "
               f"{row['median_gap_after_ms']:.1f} ms after; the long prompt's first token "
-              f"{row['ttft_s']:.2f} s; medians of {len(rs)}")
+              f"{row['ttft_s']:.2f} s; medians of {len(rs)}"
+              + (f"; with no long prompt, for {a.control:.0f} s before it: longest / median gap "
+                 f"{row['control_gap_over_median']:.2f}x (the host's floor)" if a.control else ""))
     if a.json_out:
         with open(a.json_out, "w") as f:
             json.dump({"decoders": a.decoders, "words": a.words, "threads": a.threads,
