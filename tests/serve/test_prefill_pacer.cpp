@@ -44,10 +44,12 @@ TEST_CASE(
   const double gap = step(4 + c) / step(4);
   CHECK(gap <= 2.05);
   CHECK(gap >= 1.6);
-  PrefillPacer q(64);  // the default, 2.5
+  PrefillPacer q(64, 2.5);
   const int cq = settle(q, 4, step);
   CHECK(cq > c);
   CHECK(step(4 + cq) / step(4) <= 2.55);
+  PrefillPacer d(64);  // the default
+  CHECK(settle(d, 4, step) == c);
   CHECK(p.chunk(0) == 64);
 }
 

@@ -11,11 +11,12 @@
 
 namespace epyctune::engine::serving {
 
-// serve's --prefill-gap, and every layer's default below it. Lower values
-// bought no shorter longest gap on two noisy cores, where a host hiccup
-// alone doubles a pass, and lengthen a long prompt's read, during which the
-// decoding requests' own passes slow as their contexts grow.
-inline constexpr double kDefaultPrefillGap = 2.5;
+// serve's --prefill-gap, and every layer's default below it. A user feels
+// the longest gap, which is a mixed pass plus whatever the host adds: on
+// two shared vCPUs a stall alone stretched a gap 1.5-2.3x, so 2.5 left too
+// little room under 3x the decoders' usual gap. A lower target reads a long
+// prompt beside decoders more slowly (1.2-1.45x longer at 2.0 than at 2.5).
+inline constexpr double kDefaultPrefillGap = 2.0;
 
 class PrefillPacer {
  public:
