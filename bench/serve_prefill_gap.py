@@ -19,11 +19,13 @@ the repeats, which interleave the engines. Beside it, each gap against the
 decoder's own pace at that moment: its contexts grow while a long prompt is
 read, so a decode-only step at the end of the read is slower than before it;
 the pace is taken on the line from its median gap before the send to its
-median gap in the 2.5 s after the reply. And each against the median of all
-the decoder's gaps, from its first token to 3 s after the reply. With --control
-S, the decoders first run S seconds alone, and their longest gap against
-their median there is the host's own jitter, the floor under the target. Several
---prefill-gap values run as engines of their own, in the same repeats.
+median gap in the 2.5 s after the reply. That measure carries the target
+(<= 3x): it counts what the prompt does to them, not their own slowing.
+And each against the median of all the decoder's gaps, from its first
+token to 3 s after the reply. With --control S, the decoders first run S
+seconds alone, and their longest gap against their median there is the
+host's own jitter, the floor under the target. Several --prefill-gap
+values run as engines of their own, in the same repeats.
 """
 import argparse, http.client, json, re, statistics, subprocess, sys, threading, time
 import urllib.parse
@@ -185,8 +187,8 @@ def main():
             row[k] = statistics.median(r[k] for r in rs)
         out.append(row)
         print(f"{name[s]}: longest gap, worst decoder, / its median gap before the prompt: "
-              f"{row['worst_gap_over_median']:.2f}x (target <= 3x); / its pace at that moment: "
-              f"{row['worst_gap_over_local']:.2f}x; / the median of all its gaps: "
+              f"{row['worst_gap_over_median']:.2f}x; / its pace at that moment: "
+              f"{row['worst_gap_over_local']:.2f}x (target <= 3x); / the median of all its gaps: "
               f"{row['worst_gap_over_all']:.2f}x; median gap {row['median_gap_ms']:.1f} ms before, "
               f"{row['median_gap_after_ms']:.1f} ms after; the long prompt's first token "
               f"{row['ttft_s']:.2f} s; medians of {len(rs)}"
