@@ -188,28 +188,32 @@ void Job::Times::token() {
   if (tokens++ == 0) first = last;
 }
 
-void Scheduler::finished(const std::shared_ptr<Job>& job) {
+void Scheduler::finished(const std::shared_ptr<Job>& job, std::string finish_reason, int64_t tokens,
+                         std::string error) {
   const Job::Times& t = job->times_;
   using Sec = std::chrono::duration<double>;
   if (t.started != Job::Times::Clock::time_point{})
     metrics_.timings(Sec(t.started - t.queued).count(),
                      t.tokens > 0 ? Sec(t.first - t.queued).count() : -1.0,
                      t.tokens > 1 ? Sec(t.last - t.first).count() / double(t.tokens - 1) : -1.0);
-  std::lock_guard lk(mu_);
-  running_.erase(std::remove(running_.begin(), running_.end(), job), running_.end());
+  {
+    std::lock_guard lk(mu_);
+    running_.erase(std::remove(running_.begin(), running_.end(), job), running_.end());
+  }
+  job->end(std::move(finish_reason), tokens, std::move(error));
+}
+
+void Scheduler::completed(const std::shared_ptr<Job>& job, TextStream& text, bool cancelled,
+                          bool model_stop, int64_t tokens) {
+  if (cancelled) return finished(job, "", tokens, abort_ ? "the server is shutting down" : "");
+  job->emit(text.finish());
+  finished(job, text.stopped() || model_stop ? "stop" : "length", tokens, "");
 }
 
 void Scheduler::run(const std::shared_ptr<Job>& held) {
   Job& job = *held;
   const JobInput& in = job.input();
   TextStream text(in.stop);
-  // The job leaves /slots, /metrics and the running set before end() wakes
-  // its client, who may send the next request at once and must find room.
-  auto end = [&](std::string finish, int64_t generated, std::string error) {
-    publish_kv();
-    finished(held);
-    job.end(std::move(finish), generated, std::move(error));
-  };
   try {
     auto sink = [&](int32_t, const std::string& piece) {
       if (job.cancelled()) return false;
@@ -220,15 +224,11 @@ void Scheduler::run(const std::shared_ptr<Job>& held) {
     const Completion c =
         engine_.generate(in.prompt, in.max_tokens, in.sampler, sink, in.ignore_eos);
     metrics_.generation(static_cast<int64_t>(in.prompt.size()), c.stats);
-    if (job.cancelled()) {
-      end("", c.stats.generated, abort_ ? "the server is shutting down" : "");
-      return;
-    }
-    job.emit(text.finish());
-    const bool stop = text.stopped() || c.finish == FinishReason::stop;
-    end(stop ? "stop" : "length", c.stats.generated, "");
+    publish_kv();
+    completed(held, text, job.cancelled(), c.finish == FinishReason::stop, c.stats.generated);
   } catch (const std::exception& e) {
-    end("", 0, e.what());
+    publish_kv();
+    finished(held, "", 0, e.what());
   }
 }
 

@@ -31,6 +31,7 @@
 namespace epyctune::engine::serving {
 
 class Engine;
+class TextStream;
 
 struct JobInput {
   std::vector<int32_t> prompt;
@@ -126,7 +127,14 @@ class Scheduler {
   // promised (idle: nothing runs, so it is taken anyway), moved to running_.
   std::shared_ptr<Job> next_admitted(const BatchDecoder& dec, bool idle);
   void publish_kv();  // kv_ from the model's pool (the one-at-a-time worker)
-  void finished(const std::shared_ptr<Job>& job);  // leaves running_, its times to metrics
+  // The job leaves running_ (its times to metrics), then ends, waking its
+  // client: one that sends its next request at once must find room.
+  void finished(const std::shared_ptr<Job>& job, std::string finish_reason, int64_t tokens,
+                std::string error);
+  // finished() for a completion that ran: cancelled, or its text's tail
+  // emitted and "stop" (a stop string or the model's) or "length".
+  void completed(const std::shared_ptr<Job>& job, TextStream& text, bool cancelled, bool model_stop,
+                 int64_t tokens);
 
   Engine& engine_;
   const size_t capacity_;

@@ -39,22 +39,14 @@ void Scheduler::batched_loop() {
   auto end_job = [&](const SlotResult& r) {
     auto it = active.find(r.id);
     if (it == active.end()) return;
-    Job& job = *it->second.job;
-    TextStream& text = *it->second.text;
     metrics_.generation(r.stats.prompt_tokens, r.stats);
     metrics_.prompt_reused(r.reused_prompt_tokens);
-    // The slot and the job leave /slots and /metrics before the client,
-    // woken by end(), can look.
+    // The slot leaves /slots and /metrics before the client, woken when
+    // the job ends, can look.
     publish();
-    auto held = it->second.job;
-    finished(held);
-    if (r.finish == SlotResult::Finish::cancelled || job.cancelled()) {
-      job.end("", r.stats.generated, abort_ ? "the server is shutting down" : "");
-    } else {
-      job.emit(text.finish());
-      const bool stop = text.stopped() || r.finish == SlotResult::Finish::stop;
-      job.end(stop ? "stop" : "length", r.stats.generated, "");
-    }
+    const auto& job = it->second.job;
+    completed(job, *it->second.text, r.finish == SlotResult::Finish::cancelled || job->cancelled(),
+              r.finish == SlotResult::Finish::stop, r.stats.generated);
     active.erase(it);
   };
 
@@ -84,8 +76,7 @@ void Scheduler::batched_loop() {
       try {
         active[dec.add(std::move(r))] = {job, std::move(text)};
       } catch (const std::exception& e) {
-        finished(job);
-        job->end("", 0, e.what());
+        finished(job, "", 0, e.what());
       }
     }
     publish();
@@ -96,8 +87,7 @@ void Scheduler::batched_loop() {
       for (const auto& r : dec.fail_all()) {
         auto it = active.find(r.id);
         if (it == active.end()) continue;
-        finished(it->second.job);
-        it->second.job->end("", r.stats.generated, e.what());
+        finished(it->second.job, "", r.stats.generated, e.what());
         active.erase(it);
       }
     }
